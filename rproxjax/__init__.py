@@ -1,0 +1,34 @@
+"""rproxjax: nonsmooth stochastic optimization on the Stiefel manifold, in JAX.
+
+Public surface:
+
+* :mod:`rproxjax.stiefel`, :mod:`rproxjax.grassmann`: manifold geometry.
+* :func:`l1`, :func:`l21`: regularizers (pytrees, vmappable over mu).
+* :func:`tangent_prox`: the tangent-space proximal subproblem (semi-smooth
+  Newton), with :class:`SubproblemInfo` and :class:`Status`.
+
+The library never changes JAX's global configuration: it computes in the
+dtype of the arrays it is given (enable float64 yourself with
+``jax.config.update("jax_enable_x64", True)``).
+"""
+
+from rproxjax import grassmann, stiefel
+from rproxjax._regularizers import L1, L21, l1, l21
+from rproxjax._results import Status, describe
+from rproxjax._subproblem import SubproblemInfo, default_tol, tangent_prox
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "L1",
+    "L21",
+    "Status",
+    "SubproblemInfo",
+    "default_tol",
+    "describe",
+    "grassmann",
+    "l1",
+    "l21",
+    "stiefel",
+    "tangent_prox",
+]

@@ -1,0 +1,78 @@
+"""Input validation shared by the public functions.
+
+Checks run at trace time on static information (shapes, dtypes) and on values
+that are concrete (Python/NumPy numbers, concrete JAX arrays). Traced values are
+never inspected, so the checks cost nothing inside compiled code.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def concrete_or_none(value):
+    """Returns ``value`` as a NumPy array if it is concrete, else ``None``."""
+    if isinstance(value, jax.core.Tracer):
+        return None
+    try:
+        return np.asarray(value)
+    except Exception:  # pragma: no cover - defensive: exotic array types
+        return None
+
+
+def check_float(name: str, array) -> None:
+    dtype = jnp.result_type(array)
+    if not jnp.issubdtype(dtype, jnp.floating):
+        raise ValueError(
+            f"{name} must have a floating dtype (float32 or float64), got {dtype}."
+        )
+
+
+def check_point(name: str, x, *, min_ndim: int = 2) -> tuple[int, int]:
+    """Checks a (batch of) d x r matrices with r <= d; returns (d, r)."""
+    shape = jnp.shape(x)
+    if len(shape) < min_ndim:
+        raise ValueError(
+            f"{name} must be a d x r matrix (with optional leading batch "
+            f"dimensions), got shape {shape}."
+        )
+    check_float(name, x)
+    d, r = shape[-2], shape[-1]
+    if r > d:
+        raise ValueError(
+            f"{name} has shape {shape}: a point of St(d, r) needs r <= d, "
+            f"got r = {r} > d = {d}."
+        )
+    if r < 1:
+        raise ValueError(f"{name} has shape {shape}: r must be at least 1.")
+    return d, r
+
+
+def check_same_shape(name_a: str, a, name_b: str, b) -> None:
+    if jnp.shape(a) != jnp.shape(b):
+        raise ValueError(
+            f"{name_a} and {name_b} must have the same shape, got "
+            f"{jnp.shape(a)} and {jnp.shape(b)}."
+        )
+
+
+def check_positive(name: str, value) -> None:
+    concrete = concrete_or_none(value)
+    if concrete is None:
+        return
+    if not np.issubdtype(concrete.dtype, np.number) or np.iscomplexobj(concrete):
+        raise ValueError(f"{name} must be a real number, got {value!r}.")
+    if not np.all(np.isfinite(concrete)) or np.any(concrete <= 0):
+        raise ValueError(f"{name} must be finite and > 0, got {value!r}.")
+
+
+def check_nonnegative(name: str, value) -> None:
+    concrete = concrete_or_none(value)
+    if concrete is None:
+        return
+    if not np.issubdtype(concrete.dtype, np.number) or np.iscomplexobj(concrete):
+        raise ValueError(f"{name} must be a real number, got {value!r}.")
+    if not np.all(np.isfinite(concrete)) or np.any(concrete < 0):
+        raise ValueError(f"{name} must be finite and >= 0, got {value!r}.")

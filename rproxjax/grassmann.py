@@ -1,0 +1,73 @@
+"""Geometry of the Grassmann manifold Gr(m, r) with orthonormal-basis representatives.
+
+A point is an m x r matrix U with U^T U = I representing its column span.
+Tangent (horizontal) vectors satisfy U^T Z = 0. Shapes ``[..., m, r]`` are
+accepted, as in :mod:`rproxjax.stiefel`.
+
+Example:
+    >>> import jax, jax.numpy as jnp
+    >>> from rproxjax import grassmann
+    >>> u = grassmann.random_point(jax.random.key(0), 5, 2)
+    >>> z = grassmann.project(u, jnp.ones((5, 2)))
+    >>> bool(jnp.allclose(u.T @ z, 0.0, atol=1e-5))
+    True
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import jax.numpy as jnp
+
+from rproxjax import _checks
+from rproxjax import stiefel as _stiefel
+
+__all__ = [
+    "RETRACTIONS",
+    "principal_angles",
+    "project",
+    "random_point",
+    "retract",
+    "transport",
+]
+
+RETRACTIONS: tuple[str, ...] = ("qr", "polar")
+
+
+def project(u, z):
+    """Horizontal projection P_U(Z) = Z - U (U^T Z)."""
+    _checks.check_point("u", u)
+    _checks.check_same_shape("u", u, "z", z)
+    return z - u @ (jnp.swapaxes(u, -1, -2) @ z)
+
+
+def transport(u, w, z):
+    """Vector transport of ``z`` from the span of ``u`` to that of ``w``: P_W(Z)."""
+    _checks.check_same_shape("u", u, "w", w)
+    return project(w, z)
+
+
+def retract(u, v, method: Literal["qr", "polar"] = "polar"):
+    """Retraction: an orthonormal basis of span(U + V) by ``"qr"`` or ``"polar"``."""
+    if method not in RETRACTIONS:
+        raise ValueError(
+            f"unknown Grassmann retraction {method!r}; expected one of {RETRACTIONS}."
+        )
+    return _stiefel.retract(u, v, method=method)
+
+
+def random_point(key, m: int, r: int, dtype=None, *, shape: tuple[int, ...] = ()):
+    """A random (Haar-distributed) orthonormal basis of an r-dim subspace of R^m."""
+    return _stiefel.random_point(key, m, r, dtype, shape=shape)
+
+
+def principal_angles(u, w):
+    """Principal angles (radians, ascending) between span(U) and span(W).
+
+    Both bases must be orthonormal and of the same shape. The angles are
+    arccos of the singular values of U^T W, clipped to [0, 1].
+    """
+    _checks.check_point("u", u)
+    _checks.check_same_shape("u", u, "w", w)
+    s = jnp.linalg.svd(jnp.swapaxes(u, -1, -2) @ w, compute_uv=False)
+    return jnp.flip(jnp.arccos(jnp.clip(s, 0.0, 1.0)), axis=-1)
