@@ -154,7 +154,10 @@ def _solve(x, g, t, reg, lam, tol, max_steps: int, use_cg: bool):
                 m = x.T @ reg.jacobian_apply(jac, x @ h)
                 return (2.0 * t) * (m + m.T) + mu_reg * h
 
-            atol = jnp.maximum(1e-7, jnp.minimum(1e-4, 1e-3 * norm_e)).astype(dtype)
+            # The reference stops CG at max(1e-7, min(1e-4, 1e-3 ||E||)); its
+            # absolute floor is replaced by tol / 10 so that CG never stalls
+            # (zero iterations) while ||E|| > tol.
+            atol = jnp.maximum(0.1 * tol, jnp.minimum(1e-4, 1e-3 * norm_e))
             direction, its = _cg(matvec, -e, atol, r * r)
             return 0.5 * (direction + direction.T), its
     else:
@@ -205,8 +208,14 @@ def _solve(x, g, t, reg, lam, tol, max_steps: int, use_cg: bool):
         status = jnp.where(finite, Status.SUCCESSFUL, Status.NONFINITE).astype(jnp.int32)
         return (k + 1, lam_new, y, jac, e, norm_e, status, n_lin + its, n_eval + n_ls)
 
+    # Non-finite inputs can be hidden by the prox (soft-thresholding maps NaN
+    # to 0), so they are detected explicitly; such a call returns zeta = 0.
+    inputs_finite = (
+        jnp.all(jnp.isfinite(base)) & jnp.all(jnp.isfinite(x)) & jnp.all(jnp.isfinite(lam))
+        & jnp.all(jnp.array([jnp.all(jnp.isfinite(a)) for a in jax.tree.leaves(reg)]))
+    )
     y0, jac0, e0, norm0 = residual_at(lam)
-    status0 = jnp.where(jnp.isfinite(norm0), Status.SUCCESSFUL, Status.NONFINITE)
+    status0 = jnp.where(jnp.isfinite(norm0) & inputs_finite, Status.SUCCESSFUL, Status.NONFINITE)
     init = (jnp.int32(0), lam, y0, jac0, e0, norm0, status0.astype(jnp.int32),
             jnp.int32(0), jnp.int32(1))
     k, lam, y, _, _, norm_e, status, n_lin, n_eval = lax.while_loop(cond, body, init)
@@ -215,8 +224,11 @@ def _solve(x, g, t, reg, lam, tol, max_steps: int, use_cg: bool):
         converged, Status.SUCCESSFUL,
         jnp.where(status == Status.SUCCESSFUL, Status.MAX_STEPS_REACHED, status),
     ).astype(jnp.int32)
+    converged = converged & inputs_finite
+    status = jnp.where(inputs_finite, status, Status.NONFINITE).astype(jnp.int32)
+    zeta = jnp.where(inputs_finite, y - x, jnp.zeros_like(x))
     info = SubproblemInfo(lam, k, norm_e, converged, status, n_lin, n_eval)
-    return y - x, info
+    return zeta, info
 
 
 @functools.partial(jax.jit, static_argnames=("max_steps", "use_cg"))
@@ -229,8 +241,12 @@ def _solve_smooth(x, g, t):
     """h = 0: zeta = -t P_X(G) and Lambda = sym(X^T G) / 2 in closed form."""
     xtg = x.T @ g
     lam = 0.25 * (xtg + xtg.T)
-    zeta = -t * (g - x @ (2.0 * lam))
-    return zeta, lam
+    finite = jnp.all(jnp.isfinite(x)) & jnp.all(jnp.isfinite(g)) & jnp.isfinite(t)
+    zeta = jnp.where(finite, -t * (g - x @ (2.0 * lam)), jnp.zeros_like(x))
+    status = jnp.where(finite, Status.SUCCESSFUL, Status.NONFINITE).astype(jnp.int32)
+    zero = jnp.zeros((), jnp.int32)
+    info = SubproblemInfo(lam, zero, jnp.zeros((), x.dtype), finite, status, zero, zero)
+    return zeta, info
 
 
 def tangent_prox(
@@ -275,7 +291,8 @@ def tangent_prox(
     Returns:
       ``(zeta, info)``: the tangent step (d x r) and a :class:`SubproblemInfo`.
       zeta = Y(Lambda) - X is returned even when ``info.converged`` is False;
-      it is always finite when the inputs are.
+      it is always finite when the inputs are. Non-finite inputs (NaN/inf in
+      x, g, t, mu or lam) give ``status == Status.NONFINITE`` and zeta = 0.
 
     Raises:
       ValueError: for inconsistent shapes, r > d, non-float dtypes, a concrete
@@ -311,11 +328,7 @@ def tangent_prox(
         )
     t = jnp.asarray(t, dtype)
     if reg is None:
-        zeta, lam_out = _solve_smooth(x, g, t)
-        zero = jnp.zeros((), dtype)
-        info = SubproblemInfo(lam_out, jnp.int32(0), zero, jnp.bool_(True),
-                              jnp.int32(Status.SUCCESSFUL), jnp.int32(0), jnp.int32(0))
-        return zeta, info
+        return _solve_smooth(x, g, t)
     reg.check((d, r))
     reg = jax.tree.map(lambda a: jnp.asarray(a, dtype), reg)
     if lam is None:

@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from typing import Literal
 
 import jax
@@ -49,6 +50,7 @@ def sym(a):
     return 0.5 * (a + _mT(a))
 
 
+@jax.jit
 def project(x, u):
     """Orthogonal projection of ``u`` onto the tangent space at ``x``.
 
@@ -67,6 +69,7 @@ def project(x, u):
     return u - x @ sym(_mT(x) @ u)
 
 
+@jax.jit
 def transport(x, y, u):
     """Vector transport of ``u`` from T_x to T_y by projection: P_Y(U).
 
@@ -136,6 +139,7 @@ def _retract_cayley(x, v):
     return x + u @ jnp.linalg.solve(small, _mT(z) @ x)
 
 
+@functools.partial(jax.jit, static_argnames="method")
 def retract(x, v, method: Retraction = "polar"):
     """Retraction Retr_X(V) of a tangent vector ``v`` at ``x``.
 
@@ -177,6 +181,7 @@ def retract(x, v, method: Retraction = "polar"):
     )
 
 
+@functools.partial(jax.jit, static_argnames=("d", "r", "dtype", "shape"))
 def random_point(key, d: int, r: int, dtype=None, *, shape: tuple[int, ...] = ()):
     """A random point of St(d, r), uniform (Haar) distributed.
 
@@ -199,6 +204,7 @@ def random_point(key, d: int, r: int, dtype=None, *, shape: tuple[int, ...] = ()
     return _sign_fix_qr(g)
 
 
+@jax.jit
 def feasibility(x):
     """Distance to the constraint, ||X^T X - I||_F (batched over leading dims)."""
     _checks.check_point("x", x)

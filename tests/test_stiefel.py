@@ -1,0 +1,176 @@
+"""Stiefel and Grassmann geometry: invariants, batching, dtypes, errors."""
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rproxjax import grassmann, stiefel
+
+METHODS = stiefel.RETRACTIONS
+
+
+def _point_and_tangent(seed, d, r, dtype=jnp.float64, scale=1.0):
+    kx, kv = jax.random.split(jax.random.key(seed))
+    x = stiefel.random_point(kx, d, r, dtype)
+    v = stiefel.project(x, scale * jax.random.normal(kv, (d, r), dtype))
+    return x, v
+
+
+def _tangency(x, v):
+    a = x.T @ v
+    return float(jnp.linalg.norm(a + a.T))
+
+
+def test_random_point_is_orthonormal():
+    x = stiefel.random_point(jax.random.key(0), 30, 7)
+    assert x.shape == (30, 7)
+    assert float(stiefel.feasibility(x)) < 1e-13
+
+
+def test_project_gives_tangent_vectors_and_is_idempotent():
+    x, _ = _point_and_tangent(1, 12, 4)
+    u = jax.random.normal(jax.random.key(5), (12, 4))
+    v = stiefel.project(x, u)
+    assert _tangency(x, v) < 1e-13
+    np.testing.assert_allclose(stiefel.project(x, v), v, atol=1e-14)
+    # Orthogonal projection: residual orthogonal to the tangent space.
+    w = stiefel.project(x, jax.random.normal(jax.random.key(6), (12, 4)))
+    assert abs(float(jnp.sum((u - v) * w))) < 1e-12
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("scale", [1e-3, 1.0, 10.0, 100.0])
+def test_retraction_feasible_even_for_large_steps(method, scale):
+    x, v = _point_and_tangent(2, 40, 6, scale=scale)
+    y = stiefel.retract(x, v, method=method)
+    assert y.shape == x.shape and y.dtype == x.dtype
+    assert float(stiefel.feasibility(y)) < 1e-12
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_retraction_at_zero_is_identity(method):
+    x, v = _point_and_tangent(3, 15, 5)
+    np.testing.assert_allclose(stiefel.retract(x, 0.0 * v, method=method), x, atol=1e-14)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_retraction_second_order_agreement(method):
+    # ||Retr_x(eps v) - (x + eps v)|| = O(eps^2): halving eps quarters the error.
+    x, v = _point_and_tangent(4, 20, 3)
+    v = v / jnp.linalg.norm(v)
+    errs = [
+        float(jnp.linalg.norm(stiefel.retract(x, eps * v, method=method) - (x + eps * v)))
+        for eps in (1e-2, 5e-3, 2.5e-3)
+    ]
+    for big, small in zip(errs[:-1], errs[1:], strict=True):
+        assert 3.5 < big / small < 4.5
+    assert errs[0] < 1e-3
+
+
+def test_qr_retraction_sign_convention():
+    x, v = _point_and_tangent(5, 10, 4)
+    y = stiefel.retract(x, v, method="qr")
+    # y = qf(x + v) with diag(R) > 0, i.e. R = y^T (x + v) upper triangular, positive diagonal.
+    r_factor = y.T @ (x + v)
+    np.testing.assert_allclose(jnp.tril(r_factor, -1), 0.0, atol=1e-12)
+    assert bool(jnp.all(jnp.diag(r_factor) > 0))
+
+
+def test_polar_matches_formula():
+    x, v = _point_and_tangent(6, 10, 3)
+    w, q = jnp.linalg.eigh(jnp.eye(3) + v.T @ v)
+    expected = (x + v) @ (q @ jnp.diag(w**-0.5) @ q.T)
+    np.testing.assert_allclose(stiefel.retract(x, v, method="polar"), expected, atol=1e-13)
+
+
+def test_exp_is_a_geodesic():
+    # The exponential satisfies Exp_x(2 v) = Exp_{Exp_x(v)}(transported v) ... check instead
+    # the defining property that the curve has constant speed: Exp_x(s v) at s and 2s.
+    x, v = _point_and_tangent(7, 12, 3, scale=0.3)
+    y1 = stiefel.retract(x, v, method="exp")
+    y2 = stiefel.retract(x, 2 * v, method="exp")
+    # Velocity at y1 (finite difference) has the same norm as v (geodesics have constant speed).
+    h = 1e-5
+    vel = (stiefel.retract(x, (1 + h) * v, method="exp") - stiefel.retract(
+        x, (1 - h) * v, method="exp")) / (2 * h)
+    np.testing.assert_allclose(jnp.linalg.norm(vel), jnp.linalg.norm(v), rtol=1e-7)
+    # And continuing from y1 with the velocity reaches y2.
+    np.testing.assert_allclose(stiefel.retract(y1, vel, method="exp"), y2, atol=1e-7)
+
+
+def test_cayley_matches_dense_formula():
+    x, v = _point_and_tangent(8, 9, 3)
+    p = jnp.eye(9) - 0.5 * x @ x.T
+    w = p @ v @ x.T - x @ v.T @ p
+    expected = jnp.linalg.solve(jnp.eye(9) - w / 2, (jnp.eye(9) + w / 2) @ x)
+    np.testing.assert_allclose(stiefel.retract(x, v, method="cayley"), expected, atol=1e-13)
+
+
+def test_transport_is_tangent_at_target():
+    x, v = _point_and_tangent(9, 16, 4)
+    y = stiefel.retract(x, v)
+    _, u = _point_and_tangent(10, 16, 4)
+    w = stiefel.transport(x, y, u)
+    assert _tangency(y, w) < 1e-13
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_batched_jit_vmap_and_float32(method):
+    kx, kv = jax.random.split(jax.random.key(11))
+    x = stiefel.random_point(kx, 25, 4, jnp.float32, shape=(3,))
+    v = stiefel.project(x, jax.random.normal(kv, (3, 25, 4), jnp.float32))
+    y = jax.jit(lambda a, b: stiefel.retract(a, b, method=method))(x, v)
+    assert y.dtype == jnp.float32 and y.shape == (3, 25, 4)
+    assert float(jnp.max(stiefel.feasibility(y))) < 1e-5
+    y_vmap = jax.vmap(lambda a, b: stiefel.retract(a, b, method=method))(x, v)
+    np.testing.assert_allclose(y, y_vmap, atol=1e-5)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_grad_through_retraction_is_finite(method):
+    x, v = _point_and_tangent(12, 8, 2)
+    g = jax.grad(lambda s: jnp.sum(stiefel.retract(x, s * v, method=method) ** 2))(0.3)
+    # ||Retr||_F^2 = r on the manifold, so the derivative vanishes.
+    assert abs(float(g)) < 1e-10
+
+
+@pytest.mark.parametrize("method", ["qr", "polar"])
+def test_self_correcting_retractions_remove_drift(method):
+    x, v = _point_and_tangent(13, 30, 5)
+    drifted = x * (1 + 1e-6)
+    assert float(stiefel.feasibility(drifted)) > 1e-7
+    assert float(stiefel.feasibility(stiefel.retract(drifted, v, method=method))) < 1e-13
+
+
+def test_bad_inputs_raise_clear_errors():
+    x = stiefel.random_point(jax.random.key(0), 5, 2)
+    with pytest.raises(ValueError, match="same shape"):
+        stiefel.project(x, jnp.ones((5, 3)))
+    with pytest.raises(ValueError, match="r <= d"):
+        stiefel.feasibility(jnp.ones((2, 5)))
+    with pytest.raises(ValueError, match="floating"):
+        stiefel.project(jnp.ones((5, 2), jnp.int32), jnp.ones((5, 2), jnp.int32))
+    with pytest.raises(ValueError, match="unknown retraction"):
+        stiefel.retract(x, x, method="householder")
+    with pytest.raises(ValueError, match="d x r matrix"):
+        stiefel.feasibility(jnp.ones(3))
+    with pytest.raises(ValueError, match="r <= d"):
+        stiefel.random_point(jax.random.key(0), 2, 3)
+
+
+def test_grassmann_projection_retraction_and_angles():
+    u = grassmann.random_point(jax.random.key(1), 20, 3)
+    z = grassmann.project(u, jax.random.normal(jax.random.key(2), (20, 3)))
+    np.testing.assert_allclose(u.T @ z, 0.0, atol=1e-13)
+    w = grassmann.retract(u, 0.5 * z)
+    assert float(stiefel.feasibility(w)) < 1e-13
+    # Same subspace, different basis: zero angles.
+    q, _ = jnp.linalg.qr(jax.random.normal(jax.random.key(3), (3, 3)))
+    chex.assert_trees_all_close(grassmann.principal_angles(u, u @ q), jnp.zeros(3), atol=1e-6)
+    # Orthogonal subspaces: angles pi/2.
+    e = jnp.eye(6)
+    np.testing.assert_allclose(grassmann.principal_angles(e[:, :2], e[:, 2:4]), np.pi / 2)
+    with pytest.raises(ValueError, match="Grassmann"):
+        grassmann.retract(u, z, method="exp")

@@ -1,0 +1,223 @@
+"""tangent_prox: reference values, optimality, jit/vmap behaviour, dtypes, errors."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import rproxjax
+from rproxjax import stiefel
+from tests.reference import manpg_reference_problem
+
+
+@pytest.fixture(scope="module")
+def ref():
+    return manpg_reference_problem()
+
+
+def test_reference_inputs(ref):
+    # design.md section 7: B(1,1), L, t, F(X0).
+    np.testing.assert_allclose(ref.B[0, 0], -0.230017404916933, rtol=1e-13)
+    np.testing.assert_allclose(ref.L, 10.4340316044535, rtol=1e-12)
+    np.testing.assert_allclose(ref.t, 0.0958402310735935, rtol=1e-12)
+    np.testing.assert_allclose(ref.F(ref.X0), 30.218745874321, rtol=1e-12)
+
+
+@pytest.mark.parametrize("linear_solver", ["dense", "cg"])
+def test_first_ssn_call_reproduces_reference(ref, linear_solver):
+    x0 = jnp.asarray(ref.X0)
+    g = jnp.asarray(ref.grad(ref.X0))
+    zeta, info = rproxjax.tangent_prox(
+        x0, g, ref.t, rproxjax.l1(ref.mu), tol=np.sqrt(1e-11), linear_solver=linear_solver
+    )
+    assert int(info.num_steps) == 4
+    assert bool(info.converged) and int(info.status) == rproxjax.Status.SUCCESSFUL
+    lam = np.asarray(info.lam)
+    # CG stops at an absolute residual 1e-7 (reference rule), hence its looser agreement.
+    rtol = 1e-8 if linear_solver == "dense" else 1e-6
+    np.testing.assert_allclose(np.linalg.norm(zeta), 0.729691156505674, rtol=rtol)
+    np.testing.assert_allclose(np.linalg.norm(lam), 5.64623403305, rtol=rtol)
+    np.testing.assert_allclose(
+        np.diag(lam),
+        [2.57584939521, 2.3568151133, 2.57198873955, 2.40526661012, 2.42906011455],
+        rtol=rtol,
+    )
+    np.testing.assert_allclose(lam[0, 1], 0.045783627829, rtol=10 * rtol)
+    y = np.asarray(x0 + zeta)
+    assert np.count_nonzero(y) == 374
+    if linear_solver == "dense":
+        np.testing.assert_allclose(float(info.residual), 4.380e-10, rtol=1e-3)
+
+
+def _objective(x, g, t, reg, zeta):
+    return float(jnp.sum(g * zeta) + jnp.sum(zeta**2) / (2 * t) + reg.value(x + zeta))
+
+
+def _instance(seed, d, r, dtype=jnp.float64):
+    kx, kg = jax.random.split(jax.random.key(seed))
+    x = stiefel.random_point(kx, d, r, dtype)
+    g = jax.random.normal(kg, (d, r), dtype)
+    return x, g
+
+
+@pytest.mark.parametrize("reg", [rproxjax.l1(0.3), rproxjax.l21(0.5)])
+def test_solution_is_optimal_against_perturbations(reg):
+    # zeta minimizes the strongly convex objective over T_X: every feasible
+    # perturbation increases it.
+    x, g = _instance(0, 30, 4)
+    t = 0.7
+    zeta, info = rproxjax.tangent_prox(x, g, t, reg)
+    assert bool(info.converged)
+    a = x.T @ zeta
+    assert float(jnp.linalg.norm(a + a.T)) < 1e-10
+    best = _objective(x, g, t, reg, zeta)
+    for k in range(20):
+        u = stiefel.project(x, jax.random.normal(jax.random.key(100 + k), x.shape))
+        for eps in (1e-2, 1e-4):
+            assert _objective(x, g, t, reg, zeta + eps * u) >= best - 1e-12
+
+
+def test_smooth_case_closed_form():
+    x, g = _instance(1, 12, 3)
+    zeta, info = rproxjax.tangent_prox(x, g, 0.4, None)
+    np.testing.assert_allclose(zeta, -0.4 * stiefel.project(x, g), atol=1e-14)
+    # The closed form agrees with the SSN at mu = 0.
+    zeta0, _ = rproxjax.tangent_prox(x, g, 0.4, rproxjax.l1(0.0))
+    np.testing.assert_allclose(zeta, zeta0, atol=1e-10)
+    np.testing.assert_allclose(info.lam, _.lam, atol=1e-9)
+
+
+def test_warm_start_from_solution_takes_no_steps():
+    x, g = _instance(2, 25, 5)
+    reg = rproxjax.l1(0.2)
+    zeta, info = rproxjax.tangent_prox(x, g, 0.5, reg)
+    zeta2, info2 = rproxjax.tangent_prox(x, g, 0.5, reg, lam=info.lam)
+    assert int(info2.num_steps) == 0
+    np.testing.assert_allclose(zeta, zeta2, atol=1e-14)
+    # A nearby problem converges in fewer steps from the warm start.
+    g_near = g + 1e-3 * jax.random.normal(jax.random.key(9), g.shape)
+    _, cold = rproxjax.tangent_prox(x, g_near, 0.5, reg)
+    _, warm = rproxjax.tangent_prox(x, g_near, 0.5, reg, lam=info.lam)
+    assert int(warm.num_steps) < int(cold.num_steps)
+
+
+def test_vmap_over_mu_equals_python_loop():
+    x, g = _instance(3, 40, 5)
+    mus = jnp.geomspace(1e-3, 1.0, 9)
+    solve = lambda mu: rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(mu))  # noqa: E731
+    zetas, infos = jax.jit(jax.vmap(solve))(mus)
+    for i, mu in enumerate(mus):
+        zeta, info = rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(float(mu)))
+        np.testing.assert_allclose(zetas[i], zeta, atol=1e-12)
+        assert int(infos.num_steps[i]) == int(info.num_steps)
+    assert bool(jnp.all(infos.converged))
+
+
+def test_vmap_over_points_gradients_and_regularizer_pytree():
+    kx, kg = jax.random.split(jax.random.key(4))
+    xs = stiefel.random_point(kx, 20, 3, shape=(4,))
+    gs = jax.random.normal(kg, (4, 20, 3))
+    regs = rproxjax.L21(jnp.array([0.1, 0.2, 0.3, 0.4]))
+    zetas, infos = jax.vmap(lambda x, g, reg: rproxjax.tangent_prox(x, g, 0.3, reg))(xs, gs, regs)
+    for i in range(4):
+        zeta, _ = rproxjax.tangent_prox(xs[i], gs[i], 0.3, rproxjax.l21(float(regs.mu[i])))
+        np.testing.assert_allclose(zetas[i], zeta, atol=1e-12)
+
+
+def test_one_trace_for_new_values_of_t_mu_and_lam():
+    traces = []
+
+    @jax.jit
+    def solve(x, g, t, mu, lam):
+        traces.append(None)
+        return rproxjax.tangent_prox(x, g, t, rproxjax.l1(mu), lam=lam)
+
+    x, g = _instance(5, 15, 3)
+    lam = jnp.zeros((3, 3))
+    for k in range(4):
+        zeta, info = solve(x, g, 0.1 * (k + 1), 0.05 * (k + 1), lam)
+        lam = info.lam
+    assert len(traces) == 1
+    # The eager entry point caches its compiled solver in the same way.
+    size = rproxjax._subproblem._solve_jit._cache_size()
+    for k in range(3):
+        rproxjax.tangent_prox(x, g, 0.2 + k, rproxjax.l1(0.1 * k), lam=lam)
+    assert rproxjax._subproblem._solve_jit._cache_size() <= size + 1
+
+
+def test_max_steps_one_reports_not_converged_with_finite_outputs(ref):
+    zeta, info = rproxjax.tangent_prox(
+        jnp.asarray(ref.X0), jnp.asarray(ref.grad(ref.X0)), ref.t, rproxjax.l1(ref.mu),
+        max_steps=1,
+    )
+    assert int(info.num_steps) == 1
+    assert not bool(info.converged)
+    assert int(info.status) == rproxjax.Status.MAX_STEPS_REACHED
+    assert "max_steps" in rproxjax.describe(info.status)
+    assert bool(jnp.all(jnp.isfinite(zeta))) and bool(jnp.all(jnp.isfinite(info.lam)))
+    assert np.isfinite(float(info.residual)) and float(info.residual) > 0
+
+
+def test_nonfinite_gradient_is_flagged():
+    x, g = _instance(6, 10, 2)
+    g = g.at[0, 0].set(jnp.nan)
+    _, info = rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(0.1))
+    assert int(info.status) == rproxjax.Status.NONFINITE
+    assert not bool(info.converged)
+
+
+@pytest.mark.parametrize("reg", [rproxjax.l1(0.05), rproxjax.l21(0.1)])
+@pytest.mark.parametrize("linear_solver", ["dense", "cg"])
+def test_float32_agrees_with_float64(reg, linear_solver):
+    x, g = _instance(7, 50, 6)
+    zeta64, info64 = rproxjax.tangent_prox(x, g, 0.5, reg, linear_solver=linear_solver)
+    zeta32, info32 = rproxjax.tangent_prox(
+        x.astype(jnp.float32), g.astype(jnp.float32), 0.5, reg, linear_solver=linear_solver
+    )
+    assert zeta32.dtype == jnp.float32 and info32.lam.dtype == jnp.float32
+    assert bool(info32.converged) and bool(info64.converged)
+    np.testing.assert_allclose(zeta32, zeta64, atol=2e-4)
+
+
+def test_per_column_mu():
+    x, g = _instance(8, 30, 3)
+    mu = jnp.array([0.0, 0.5, 5.0])
+    zeta, info = rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(mu))
+    assert bool(info.converged)
+    y = x + zeta
+    # Stronger columns are sparser; mu = 0 leaves column 0 dense.
+    nnz = np.count_nonzero(np.asarray(y), axis=0)
+    assert nnz[0] == 30 and nnz[0] >= nnz[1] >= nnz[2]
+
+
+def test_bad_inputs_raise_clear_errors():
+    x, g = _instance(9, 8, 3)
+    reg = rproxjax.l1(0.1)
+    with pytest.raises(ValueError, match="same shape"):
+        rproxjax.tangent_prox(x, g[:, :2], 0.5, reg)
+    with pytest.raises(ValueError, match="r <= d"):
+        rproxjax.tangent_prox(jnp.ones((2, 3)), jnp.ones((2, 3)), 0.5, reg)
+    with pytest.raises(ValueError, match="t must be finite and > 0"):
+        rproxjax.tangent_prox(x, g, 0.0, reg)
+    with pytest.raises(ValueError, match="t must be finite and > 0"):
+        rproxjax.tangent_prox(x, g, np.float64(-1.0), reg)
+    with pytest.raises(ValueError, match="mu must be finite and >= 0"):
+        rproxjax.l1(-0.1)
+    with pytest.raises(ValueError, match="mu must be finite and >= 0"):
+        rproxjax.tangent_prox(x, g, 0.5, rproxjax.L1(jnp.array([0.1, -1.0, 0.2])))
+    with pytest.raises(ValueError, match="one entry per column"):
+        rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(jnp.ones(4)))
+    with pytest.raises(ValueError, match="l21: mu must be a scalar"):
+        rproxjax.tangent_prox(x, g, 0.5, rproxjax.l21(jnp.ones(3)))
+    with pytest.raises(ValueError, match="floating dtype"):
+        rproxjax.tangent_prox(jnp.ones((8, 3), jnp.int32), jnp.ones((8, 3), jnp.int32), 0.5, reg)
+    with pytest.raises(ValueError, match="same dtype"):
+        rproxjax.tangent_prox(x, g.astype(jnp.float32), 0.5, reg)
+    with pytest.raises(ValueError, match="use jax.vmap"):
+        rproxjax.tangent_prox(x[None], g[None], 0.5, reg)
+    with pytest.raises(ValueError, match="lam must have shape"):
+        rproxjax.tangent_prox(x, g, 0.5, reg, lam=jnp.zeros((2, 2)))
+    with pytest.raises(ValueError, match="linear_solver"):
+        rproxjax.tangent_prox(x, g, 0.5, reg, linear_solver="lu")
+    with pytest.raises(ValueError, match="t must be a scalar"):
+        rproxjax.tangent_prox(x, g, jnp.ones(2), reg)
