@@ -13,8 +13,21 @@ dtype of the arrays it is given (enable float64 yourself with
 """
 
 from rproxjax import grassmann, stiefel
+from rproxjax._optimizers import (
+    ManPGState,
+    ProxSGDState,
+    ProxSPBState,
+    SubgradState,
+    inverse_sqrt_schedule,
+    manpg,
+    r_prox_sgd,
+    r_prox_spb,
+    r_spider_boost,
+    r_subgrad,
+)
 from rproxjax._regularizers import L1, L21, l1, l21
 from rproxjax._results import Status, describe
+from rproxjax._runner import FitResult, History, fit
 from rproxjax._subproblem import SubproblemInfo, default_tol, tangent_prox
 
 __version__ = "0.1.0"
@@ -22,10 +35,23 @@ __version__ = "0.1.0"
 __all__ = [
     "L1",
     "L21",
+    "ManPGState",
+    "ProxSGDState",
+    "ProxSPBState",
+    "SubgradState",
+    "inverse_sqrt_schedule",
+    "manpg",
+    "r_prox_sgd",
+    "r_prox_spb",
+    "r_spider_boost",
+    "r_subgrad",
     "Status",
     "SubproblemInfo",
     "default_tol",
+    "FitResult",
+    "History",
     "describe",
+    "fit",
     "grassmann",
     "l1",
     "l21",

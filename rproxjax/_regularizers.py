@@ -13,6 +13,7 @@ The protocol, for a regularizer ``reg`` acting on d x r matrices:
 
 * ``reg.value(x)``: h(X).
 * ``reg.prox(v, t)``: prox_{t h}(V) = argmin_Y h(Y) + ||Y - V||^2 / (2t).
+* ``reg.subgradient(x)``: an element of the subdifferential of h at X.
 * ``reg.prox_jacobian(v, t)``: ``(prox_{t h}(V), jac)``; ``jac`` is a pytree
   describing a generalized Jacobian D of the prox at V.
 * ``reg.jacobian_apply(jac, w)``: D[W].
@@ -72,6 +73,9 @@ class L1(NamedTuple):
         y = jnp.where(active, v - jnp.sign(v) * thr, jnp.zeros_like(v))
         return y, active.astype(v.dtype)
 
+    def subgradient(self, x):
+        return self.mu * jnp.sign(x)
+
     def jacobian_apply(self, jac, w):
         return jac * w
 
@@ -114,6 +118,10 @@ class L21(NamedTuple):
 
     def prox(self, v, t):
         return self.prox_jacobian(v, t)[0]
+
+    def subgradient(self, x):
+        norms = jnp.linalg.norm(x, axis=-1, keepdims=True)
+        return self.mu * jnp.where(norms > 0, x / jnp.where(norms > 0, norms, 1.0), 0.0)
 
     def prox_jacobian(self, v, t):
         thr = t * self.mu

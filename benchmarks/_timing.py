@@ -1,0 +1,271 @@
+"""Timing and reporting helpers shared by the benchmarks in this folder.
+
+Everything here is generic (nothing depends on rproxjax):
+
+* :func:`time_fn` / :func:`time_samples`: wall time of a compiled JAX call,
+  after warm-up, synchronized with ``jax.block_until_ready``.
+* :func:`time_per_iteration`: the cost of one call of a function *inside* a
+  compiled ``lax.fori_loop`` (no per-call dispatch), which is what an
+  operation costs inside an iterative solver.
+* :func:`matmul_flops`: measured dense n x n @ n x n matmul throughput (FLOP/s)
+  for a dtype, the reference for FLOP-bound times.
+* :func:`machine_info`, :func:`markdown_table`, :func:`save_results`:
+  describing the machine and writing JSON + Markdown under
+  ``benchmarks/results/``.
+
+Enable float64 (``jax.config.update("jax_enable_x64", True)``) in the calling
+script before creating arrays if float64 numbers are wanted.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+__all__ = [
+    "RESULTS_DIR",
+    "machine_info",
+    "markdown_table",
+    "matmul_flops",
+    "print_table",
+    "save_results",
+    "time_fn",
+    "time_per_iteration",
+    "time_samples",
+]
+
+#: Default folder for :func:`save_results`.
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+
+def time_samples(
+    fn: Callable,
+    *args,
+    repeats: int = 5,
+    warmup: int = 1,
+    max_seconds: float | None = None,
+    min_repeats: int = 1,
+) -> list[float]:
+    """Wall times (seconds) of ``fn(*args)``, each synchronized on its outputs.
+
+    ``warmup`` untimed calls come first (the first call of a ``jax.jit``
+    function compiles it). Then up to ``repeats`` timed calls; if
+    ``max_seconds`` is given, timing stops once that much time was spent and
+    at least ``min_repeats`` samples exist (for slow calls).
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}.")
+    for _ in range(warmup):
+        jax.block_until_ready(fn(*args))
+    samples: list[float] = []
+    start = time.perf_counter()
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        samples.append(time.perf_counter() - t0)
+        if (
+            max_seconds is not None
+            and len(samples) >= min_repeats
+            and time.perf_counter() - start >= max_seconds
+        ):
+            break
+    return samples
+
+
+def time_fn(
+    fn: Callable,
+    *args,
+    repeats: int = 5,
+    warmup: int = 1,
+    max_seconds: float | None = None,
+    min_repeats: int = 1,
+) -> float:
+    """Median wall time (seconds) of a compiled call ``fn(*args)`` after warm-up.
+
+    ``fn`` is typically a ``jax.jit`` function; the warm-up call(s) compile it,
+    so the result excludes compilation but includes Python dispatch (tens of
+    microseconds). See :func:`time_samples` for the arguments.
+    """
+    return statistics.median(
+        time_samples(
+            fn, *args, repeats=repeats, warmup=warmup,
+            max_seconds=max_seconds, min_repeats=min_repeats,
+        )
+    )
+
+
+def time_per_iteration(
+    fn: Callable, *args, n: int = 20, repeats: int = 5, warmup: int = 1
+) -> float:
+    """Seconds per call of ``fn(*args)`` inside a compiled ``lax.fori_loop``.
+
+    The loop runs ``n`` calls and the result is the median loop time over
+    ``n``, so per-call dispatch is amortized away. To keep XLA from hoisting
+    the loop-invariant call out of the loop, the first argument (an array) is
+    carried: each iteration feeds back ``args[0] + eps * sum(outputs)`` with
+    ``eps`` a runtime zero, which adds one pass over ``args[0]`` and over the
+    outputs (choose a small first argument and small outputs where possible).
+    """
+    first, *rest = args
+
+    def run(eps, carry0, *rest_):
+        def body(_, carry):
+            out = fn(carry, *rest_)
+            total = sum(jnp.sum(leaf) for leaf in jax.tree.leaves(out))
+            return carry + (eps * total).astype(carry.dtype)
+
+        return lax.fori_loop(0, n, body, carry0)
+
+    looped = jax.jit(run)
+    eps = jnp.zeros((), jnp.result_type(first))
+    return time_fn(looped, eps, first, *rest, repeats=repeats, warmup=warmup) / n
+
+
+def matmul_flops(
+    dtype, n: int = 2000, repeats: int = 5, warmup: int = 1, seed: int = 0
+) -> float:
+    """Measured throughput (FLOP/s) of a jitted n x n @ n x n matmul in ``dtype``.
+
+    Median over ``repeats`` calls after ``warmup``; counts 2 n^3 FLOPs. This is
+    the best case for the backend (large square GEMM), so times derived from
+    it are lower bounds.
+    """
+    dtype = jnp.dtype(dtype)
+    if dtype == jnp.float64 and not jax.config.read("jax_enable_x64"):
+        raise ValueError("float64 needs jax.config.update('jax_enable_x64', True).")
+    ka, kb = jax.random.split(jax.random.key(seed))
+    a = jax.random.normal(ka, (n, n), dtype)
+    b = jax.random.normal(kb, (n, n), dtype)
+    seconds = time_fn(jax.jit(jnp.matmul), a, b, repeats=repeats, warmup=warmup)
+    return 2.0 * n**3 / seconds
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_info() -> dict[str, Any]:
+    """The machine and software a result was measured on (JSON-serializable)."""
+    uname = platform.uname()
+    try:
+        affinity = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        affinity = None
+    try:
+        load = [round(v, 2) for v in os.getloadavg()]
+    except (AttributeError, OSError):
+        load = None
+    import jaxlib
+
+    return {
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "processor": platform.processor() or uname.machine,
+        "cpu_model": _cpu_model(),
+        "uname": f"{uname.system} {uname.release} {uname.version} {uname.machine}",
+        "cpu_count": os.cpu_count(),
+        "cpu_affinity": affinity,
+        "loadavg_1_5_15min": load,
+        "python": sys.version.split()[0],
+        "numpy": np.__version__,
+        "jax": jax.__version__,
+        "jaxlib": jaxlib.__version__,
+        "devices": [str(dev) for dev in jax.devices()],
+        "jax_enable_x64": bool(jax.config.read("jax_enable_x64")),
+    }
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A GitHub Markdown table; cells are ``str()``-ed, numbers right-aligned."""
+    cells = [[str(c) for c in row] for row in rows]
+    for row in cells:
+        if len(row) != len(headers):
+            raise ValueError(f"row {row} has {len(row)} cells, expected {len(headers)}.")
+    widths = [max([len(h)] + [len(row[j]) for row in cells]) for j, h in enumerate(headers)]
+    numeric = [
+        bool(rows) and all(isinstance(row[j], (int, float, np.number)) for row in rows)
+        for j in range(len(headers))
+    ]
+
+    def fmt(row):
+        padded = [
+            c.rjust(w) if num else c.ljust(w)
+            for c, w, num in zip(row, widths, numeric, strict=True)
+        ]
+        return "| " + " | ".join(padded) + " |"
+
+    rule = "|" + "|".join(
+        "-" * (w + 1) + ":" if num else "-" * (w + 2)
+        for w, num in zip(widths, numeric, strict=True)
+    ) + "|"
+    return "\n".join([fmt(list(headers)), rule] + [fmt(row) for row in cells])
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """Prints :func:`markdown_table` and returns it."""
+    table = markdown_table(headers, rows)
+    print(table, flush=True)
+    return table
+
+
+def _jsonable(obj):
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, (np.generic, jax.Array)) and np.ndim(obj) == 0:
+        return np.asarray(obj).item()
+    if isinstance(obj, (np.ndarray, jax.Array)):
+        return np.asarray(obj).tolist()
+    if isinstance(obj, float) and not np.isfinite(obj):
+        return str(obj)
+    return obj
+
+
+def save_results(
+    name: str,
+    results: dict[str, Any],
+    markdown: str,
+    *,
+    machine: dict[str, Any] | None = None,
+    directory: str | Path | None = None,
+) -> tuple[Path, Path]:
+    """Writes ``<directory>/<name>.json`` and ``<directory>/<name>.md``.
+
+    The JSON holds ``{"benchmark": name, "machine": ..., "results": ...}``;
+    the Markdown file holds a machine summary followed by ``markdown`` (the
+    printed tables). ``machine`` defaults to :func:`machine_info` now.
+    ``directory`` defaults to :data:`RESULTS_DIR`. Existing files are
+    overwritten. Returns the two paths.
+    """
+    directory = Path(directory) if directory is not None else RESULTS_DIR
+    directory.mkdir(parents=True, exist_ok=True)
+    machine = machine if machine is not None else machine_info()
+    json_path = directory / f"{name}.json"
+    md_path = directory / f"{name}.md"
+    payload = {"benchmark": name, "machine": machine, "results": results}
+    json_path.write_text(json.dumps(_jsonable(payload), indent=2) + "\n")
+    lines = [f"# Benchmark `{name}`", ""]
+    lines += [f"- {key}: {value}" for key, value in machine.items()]
+    lines += ["", markdown.rstrip(), ""]
+    md_path.write_text("\n".join(lines))
+    return json_path, md_path

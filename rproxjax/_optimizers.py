@@ -1,0 +1,549 @@
+"""Riemannian proximal optimizers as optax gradient transformations.
+
+Each factory returns an :class:`optax.GradientTransformationExtraArgs`:
+``update(grads, state, params, **extra)`` takes a Euclidean gradient
+(estimate) of the smooth part f at ``params`` (a point of St(d, r)) and
+returns ``updates`` such that ``optax.apply_updates(params, updates)`` is the
+retracted point Retr_X(eta zeta). They must therefore be the *last* link of
+an ``optax.chain``; gradient preprocessing (clipping, ...) goes before them.
+
+Hyperparameters that are swept (step sizes, the regularizer's strength) are
+arrays or optax schedules (callables of the step count), never Python-static:
+build the optimizer inside a jitted or vmapped function and new values do not
+recompile.
+
+Non-finite gradients: if the gradient (or the subproblem) is not finite, the
+update is zero, ``state.halted`` becomes True and stays True, and all later
+updates are zero, so X is never corrupted. Inspect ``state.halted``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+from jax import lax
+
+from rproxjax import _checks, stiefel
+from rproxjax._results import Status
+from rproxjax._subproblem import SubproblemInfo, tangent_prox
+
+__all__ = [
+    "ManPGState",
+    "ProxSGDState",
+    "ProxSPBState",
+    "SubgradState",
+    "inverse_sqrt_schedule",
+    "manpg",
+    "r_prox_sgd",
+    "r_prox_spb",
+    "r_spider_boost",
+    "r_subgrad",
+]
+
+Array = Any
+ScalarOrSchedule = Any
+
+
+def inverse_sqrt_schedule(init_value, offset: int = 1, power: float = 0.5):
+    """eta_t = init_value / (t + offset)^power (the paper's eta0 / sqrt(t + 1)).
+
+    Example:
+        >>> import rproxjax
+        >>> sched = rproxjax.inverse_sqrt_schedule(0.5)
+        >>> float(sched(3))
+        0.25
+    """
+
+    def schedule(count):
+        return init_value / (jnp.asarray(count) + offset) ** power
+
+    return schedule
+
+
+def _value(hyper, count, dtype):
+    value = hyper(count) if callable(hyper) else hyper
+    return jnp.asarray(value, dtype)
+
+
+def _check_hyper(name, hyper):
+    if not callable(hyper):
+        if jnp.ndim(hyper) != 0:
+            raise ValueError(
+                f"{name} must be a scalar or a schedule, got shape {jnp.shape(hyper)}."
+            )
+        _checks.check_positive(name, hyper)
+
+
+def _check_retraction(method):
+    if method not in stiefel.RETRACTIONS:
+        raise ValueError(
+            f"unknown retraction {method!r}; expected one of {stiefel.RETRACTIONS}."
+        )
+
+
+def _check_params(params):
+    if not hasattr(params, "shape") or jnp.ndim(params) != 2:
+        raise ValueError(
+            "the Riemannian optimizers act on a single d x r matrix (a point of "
+            f"St(d, r)); got params of shape {jnp.shape(params)}."
+        )
+    _checks.check_point("params", params)
+
+
+def _check_grads(grads, params):
+    if jnp.shape(grads) != jnp.shape(params):
+        raise ValueError(
+            f"grads of shape {jnp.shape(grads)} do not match params of shape "
+            f"{jnp.shape(params)}."
+        )
+
+
+def _empty_info(r, dtype):
+    zero = jnp.zeros((), jnp.int32)
+    return SubproblemInfo(
+        jnp.zeros((r, r), dtype), zero, jnp.zeros((), dtype), jnp.bool_(True),
+        zero, zero, zero,
+    )
+
+
+def _all_finite(tree):
+    return jnp.all(jnp.array([jnp.all(jnp.isfinite(a)) for a in jax.tree.leaves(tree)]))
+
+
+class ProxSGDState(NamedTuple):
+    """State of :func:`r_prox_sgd`.
+
+    Attributes:
+      count: number of updates taken (int32).
+      ssn: :class:`rproxjax.SubproblemInfo` of the last subproblem; its
+        ``lam`` warm-starts the next one.
+      zeta_norm: ||zeta_t||_F of the last step.
+      halted: True once a non-finite gradient or subproblem was met.
+    """
+
+    count: Array
+    ssn: SubproblemInfo
+    zeta_norm: Array
+    halted: Array
+
+
+class ProxSPBState(NamedTuple):
+    """State of :func:`r_prox_spb`.
+
+    Attributes:
+      count, ssn, zeta_norm, halted: as in :class:`ProxSGDState`.
+      v: the gradient estimate V_t used by the last step.
+      prev_params: the point X_t at which it was used (the R-SARAH estimator
+        of the next step transports V_t from it).
+    """
+
+    count: Array
+    ssn: SubproblemInfo
+    zeta_norm: Array
+    halted: Array
+    v: Array
+    prev_params: Array
+
+
+class ManPGState(NamedTuple):
+    """State of :func:`manpg`.
+
+    Attributes:
+      count, ssn, zeta_norm, halted: as in :class:`ProxSGDState`.
+      t: the current proximal step (changes under ManPG-Ada).
+      converged: True once ||zeta||^2 / t^2 < tol; later updates are zero.
+      stationarity: ||zeta||_F^2 / t^2 at the last step (the stopping test).
+      alpha: the Armijo step accepted at the last step.
+      num_backtracks: line-search halvings, summed over steps.
+      num_inexact: steps accepted with alpha < 1e-4 ("inexact"), summed.
+    """
+
+    count: Array
+    ssn: SubproblemInfo
+    zeta_norm: Array
+    halted: Array
+    t: Array
+    converged: Array
+    stationarity: Array
+    alpha: Array
+    num_backtracks: Array
+    num_inexact: Array
+
+
+class SubgradState(NamedTuple):
+    """State of :func:`r_subgrad`: step count, last direction norm, halted flag."""
+
+    count: Array
+    zeta_norm: Array
+    halted: Array
+
+
+def _prox_step(x, v, gamma, eta, reg, lam, retraction, tol, max_steps, linear_solver):
+    zeta, info = tangent_prox(
+        x, v, gamma, reg, lam=lam, tol=tol, max_steps=max_steps, linear_solver=linear_solver
+    )
+    x_new = stiefel.retract(x, eta * zeta, method=retraction)
+    return x_new, zeta, info
+
+
+def _guarded(ok, new, old):
+    return jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, old)
+
+
+def r_prox_sgd(
+    learning_rate: ScalarOrSchedule,
+    gamma: ScalarOrSchedule,
+    reg,
+    *,
+    retraction: str = "polar",
+    ssn_tol=None,
+    ssn_max_steps: int = 100,
+    linear_solver: str = "auto",
+) -> optax.GradientTransformationExtraArgs:
+    r"""R-ProxSGD (the paper's Algorithm 1).
+
+    Each update takes the minibatch gradient V_t of f at X_t, solves
+
+    .. math::
+        \zeta_t = \operatorname*{argmin}_{\zeta \in T_{X_t}}
+        \langle V_t, \zeta\rangle + \frac{1}{2\gamma}\|\zeta\|^2 + h(X_t + \zeta)
+
+    with :func:`rproxjax.tangent_prox` (warm-started from the last multiplier)
+    and moves to X_{t+1} = Retr_{X_t}(eta_t zeta_t).
+
+    Args:
+      learning_rate: eta_t, a scalar or a schedule (e.g.
+        :func:`inverse_sqrt_schedule` for the paper's eta0 / sqrt(t + 1)).
+      gamma: the proximal step gamma (scalar or schedule).
+      reg: regularizer h (e.g. ``rproxjax.l1(mu)``), or ``None`` for h = 0.
+      retraction: ``"qr"``, ``"polar"``, ``"exp"`` or ``"cayley"``.
+      ssn_tol, ssn_max_steps, linear_solver: passed to :func:`rproxjax.tangent_prox`.
+
+    Returns:
+      An ``optax.GradientTransformationExtraArgs``.
+
+    Example:
+        >>> import jax, jax.numpy as jnp, optax, rproxjax
+        >>> a = jnp.diag(jnp.arange(1.0, 7.0))
+        >>> x = rproxjax.stiefel.random_point(jax.random.key(0), 6, 2)
+        >>> opt = rproxjax.r_prox_sgd(0.5, 0.1, rproxjax.l1(0.01))
+        >>> state = opt.init(x)
+        >>> for _ in range(100):
+        ...     updates, state = opt.update(-2 * a @ x, state, x)
+        ...     x = optax.apply_updates(x, updates)
+        >>> bool(rproxjax.stiefel.feasibility(x) < 1e-6)
+        True
+    """
+    _check_hyper("learning_rate", learning_rate)
+    _check_hyper("gamma", gamma)
+    _check_retraction(retraction)
+
+    def init(params):
+        _check_params(params)
+        r = params.shape[-1]
+        return ProxSGDState(
+            jnp.zeros((), jnp.int32), _empty_info(r, params.dtype),
+            jnp.zeros((), params.dtype), jnp.bool_(False),
+        )
+
+    def update(grads, state, params=None, **extra_args):
+        del extra_args
+        if params is None:
+            raise ValueError("r_prox_sgd needs params (the current point) in update().")
+        _check_params(params)
+        _check_grads(grads, params)
+        dtype = params.dtype
+        eta = _value(learning_rate, state.count, dtype)
+        gam = _value(gamma, state.count, dtype)
+        x_new, zeta, info = _prox_step(
+            params, grads, gam, eta, reg, state.ssn.lam, retraction, ssn_tol,
+            ssn_max_steps, linear_solver,
+        )
+        ok = (~state.halted) & (info.status != Status.NONFINITE) & _all_finite(x_new)
+        updates = jnp.where(ok, x_new - params, jnp.zeros_like(params))
+        new_state = ProxSGDState(
+            state.count + 1,
+            _guarded(ok, info, state.ssn),
+            jnp.where(ok, jnp.linalg.norm(zeta), state.zeta_norm),
+            ~ok,
+        )
+        return updates, new_state
+
+    return optax.GradientTransformationExtraArgs(init, update)
+
+
+def r_prox_spb(
+    learning_rate: ScalarOrSchedule,
+    gamma: ScalarOrSchedule,
+    reg,
+    *,
+    q: int,
+    retraction: str = "polar",
+    ssn_tol=None,
+    ssn_max_steps: int = 100,
+    linear_solver: str = "auto",
+) -> optax.GradientTransformationExtraArgs:
+    r"""R-ProxSPB, Riemannian proximal SpiderBoost (the paper's Algorithm 2).
+
+    Every q-th update (``count % q == 0``, a *refresh*) ``grads`` must be a
+    large-batch gradient (the batch S1; the full gradient in finite-sum mode)
+    and is used as V_t. Otherwise ``grads`` is the minibatch gradient of S2 at
+    X_t and V_t is the R-SARAH estimator
+
+    .. math::
+        V_t = \nabla f_{S_2}(X_t)
+        - \Gamma_{X_{t-1}}^{X_t}\big(\nabla f_{S_2}(X_{t-1}) - V_{t-1}\big),
+
+    with Gamma the projection transport; the gradient of the *same* minibatch
+    at X_{t-1} comes from the extra argument ``grad_fn`` (a function of the
+    point, like optax's ``value_fn``). Then the proximal and retraction steps
+    are those of :func:`r_prox_sgd` with a constant step ``learning_rate``.
+
+    ``update(grads, state, params, *, grad_fn=None, refresh=None)``: ``refresh``
+    may be a Python bool (the runner passes it statically: no branch is
+    compiled), a traced bool, or ``None`` (then ``state.count % q == 0``).
+    ``grad_fn`` is required on non-refresh steps.
+
+    Args:
+      learning_rate: eta (scalar or schedule; the theory uses a constant).
+      gamma: proximal step (scalar or schedule).
+      reg: regularizer, or ``None`` for h = 0 (R-SpiderBoost).
+      q: refresh period (a Python int >= 1: it shapes compiled loops).
+      retraction, ssn_tol, ssn_max_steps, linear_solver: as in :func:`r_prox_sgd`.
+
+    Returns:
+      An ``optax.GradientTransformationExtraArgs``; its attribute
+      ``refresh_every`` is ``q`` (read by :func:`rproxjax.fit`).
+    """
+    _check_hyper("learning_rate", learning_rate)
+    _check_hyper("gamma", gamma)
+    _check_retraction(retraction)
+    if not isinstance(q, int) or isinstance(q, bool) or q < 1:
+        raise ValueError(f"q must be a Python int >= 1, got {q!r}.")
+
+    def init(params):
+        _check_params(params)
+        r = params.shape[-1]
+        return ProxSPBState(
+            jnp.zeros((), jnp.int32), _empty_info(r, params.dtype),
+            jnp.zeros((), params.dtype), jnp.bool_(False),
+            jnp.zeros_like(params), params,
+        )
+
+    def update(grads, state, params=None, *, grad_fn=None, refresh=None, **extra_args):
+        del extra_args
+        if params is None:
+            raise ValueError("r_prox_spb needs params (the current point) in update().")
+        _check_params(params)
+        _check_grads(grads, params)
+        if refresh is None:
+            refresh = state.count % q == 0
+
+        def sarah():
+            if grad_fn is None:
+                raise ValueError(
+                    "r_prox_spb needs the extra argument grad_fn (the minibatch "
+                    "gradient as a function of the point) on non-refresh steps."
+                )
+            diff = grad_fn(state.prev_params) - state.v
+            return grads - stiefel.transport(state.prev_params, params, diff)
+
+        if isinstance(refresh, bool):
+            v = grads if refresh else sarah()
+        else:
+            v = lax.cond(refresh, lambda: grads, sarah)
+        dtype = params.dtype
+        eta = _value(learning_rate, state.count, dtype)
+        gam = _value(gamma, state.count, dtype)
+        x_new, zeta, info = _prox_step(
+            params, v, gam, eta, reg, state.ssn.lam, retraction, ssn_tol,
+            ssn_max_steps, linear_solver,
+        )
+        ok = (~state.halted) & (info.status != Status.NONFINITE) & _all_finite(x_new)
+        updates = jnp.where(ok, x_new - params, jnp.zeros_like(params))
+        new_state = ProxSPBState(
+            state.count + 1,
+            _guarded(ok, info, state.ssn),
+            jnp.where(ok, jnp.linalg.norm(zeta), state.zeta_norm),
+            ~ok,
+            jnp.where(ok, v, state.v),
+            jnp.where(ok, params, state.prev_params),
+        )
+        return updates, new_state
+
+    tx = _RefreshingTransformation(init, update)
+    tx.refresh_every = q
+    return tx
+
+
+class _RefreshingTransformation(optax.GradientTransformationExtraArgs):
+    """A GradientTransformationExtraArgs that also records its refresh period."""
+
+
+def r_spider_boost(learning_rate, gamma, *, q: int, retraction: str = "polar"):
+    """R-SpiderBoost: :func:`r_prox_spb` with h = 0 (smooth problems)."""
+    return r_prox_spb(learning_rate, gamma, None, q=q, retraction=retraction)
+
+
+def manpg(
+    t,
+    reg,
+    *,
+    tol,
+    adaptive: bool = False,
+    retraction: str = "polar",
+    max_backtracks: int = 14,
+    linear_solver: str = "auto",
+    ssn_max_steps: int = 100,
+) -> optax.GradientTransformationExtraArgs:
+    r"""ManPG (Chen, Ma, So and Zhang 2020) and ManPG-Ada, with full gradients.
+
+    Each update solves the subproblem at X with the full gradient and step t,
+    stops (``state.converged``; the update and all later ones are zero) when
+    ||zeta||^2 / t^2 < tol, and otherwise takes the Armijo step: alpha = 1,
+    halve while F(Retr_X(alpha zeta)) >= F(X) - alpha / (2t) ||zeta||^2,
+    accepting when alpha < 1e-4 (an "inexact" step). The subproblem tolerance
+    on ||E||^2 is max(1e-13, min(1e-11, 1e-3 tol t^2)), tightened to
+    max(5e-16, min(1e-14, 1e-5 tol t^2)) after an inexact step or more than 10
+    of them, as in the reference code. ManPG-Ada (``adaptive=True``) sets
+    t <- 1.01 t after a step without backtracking and t <- max(t0, t / 1.01)
+    otherwise.
+
+    ``update(grads, state, params, *, value_fn)``: ``grads`` is the full
+    gradient of f at ``params`` and ``value_fn(x)`` returns f(x) (the smooth
+    part; the optimizer adds h).
+
+    Args:
+      t: initial proximal step (1/L in the reference).
+      reg: regularizer h.
+      tol: stopping tolerance on ||zeta||^2 / t^2.
+      adaptive: ManPG-Ada's adaptive t.
+      retraction: retraction name.
+      max_backtracks: most Armijo halvings (14 takes alpha below 1e-4).
+      linear_solver, ssn_max_steps: passed to :func:`rproxjax.tangent_prox`.
+    """
+    _check_hyper("t", t)
+    _check_hyper("tol", tol)
+    _check_retraction(retraction)
+
+    def init(params):
+        _check_params(params)
+        r = params.shape[-1]
+        dtype = params.dtype
+        zero = jnp.zeros((), jnp.int32)
+        return ManPGState(
+            zero, _empty_info(r, dtype), jnp.zeros((), dtype), jnp.bool_(False),
+            jnp.asarray(t, dtype), jnp.bool_(False), jnp.asarray(jnp.inf, dtype),
+            jnp.ones((), dtype), zero, zero,
+        )
+
+    def update(grads, state, params=None, *, value_fn=None, **extra_args):
+        del extra_args
+        if params is None or value_fn is None:
+            raise ValueError("manpg needs params and the extra argument value_fn (f).")
+        _check_params(params)
+        _check_grads(grads, params)
+        dtype = params.dtype
+        tk = state.t
+        tol_ = jnp.asarray(tol, dtype)
+        tight = (state.alpha < 1e-4) | (state.num_inexact > 10)
+        inner = jnp.where(
+            tight,
+            jnp.maximum(5e-16, jnp.minimum(1e-14, 1e-5 * tol_ * tk**2)),
+            jnp.maximum(1e-13, jnp.minimum(1e-11, 1e-3 * tol_ * tk**2)),
+        )
+        zeta, info = tangent_prox(
+            params, grads, tk, reg, lam=state.ssn.lam, tol=jnp.sqrt(inner),
+            max_steps=ssn_max_steps, linear_solver=linear_solver,
+        )
+        znorm2 = jnp.sum(zeta * zeta)
+        stationarity = znorm2 / tk**2
+        converged = state.converged | (stationarity < tol_)
+
+        objective = lambda x: value_fn(x) + reg.value(x)  # noqa: E731
+        f_x = objective(params)
+
+        def ls_cond(c):
+            alpha, f_new, k = c
+            return (f_new >= f_x - alpha / (2 * tk) * znorm2) & (alpha >= 1e-4) & (
+                k < max_backtracks)
+
+        def ls_body(c):
+            alpha, _, k = c
+            alpha = 0.5 * alpha
+            return alpha, objective(stiefel.retract(params, alpha * zeta, retraction)), k + 1
+
+        one = jnp.ones((), dtype)
+        f_one = objective(stiefel.retract(params, zeta, retraction))
+        alpha, _, backtracks = lax.while_loop(ls_cond, ls_body, (one, f_one, jnp.int32(0)))
+        x_new = stiefel.retract(params, alpha * zeta, retraction)
+        move = (~converged) & (~state.halted)
+        ok = (info.status != Status.NONFINITE) & _all_finite(x_new)
+        halted = state.halted | (move & ~ok)
+        move = move & ok
+        updates = jnp.where(move, x_new - params, jnp.zeros_like(params))
+        if adaptive:
+            t0 = jnp.asarray(t, dtype)
+            t_new = jnp.where(backtracks == 0, 1.01 * tk, jnp.maximum(t0, tk / 1.01))
+            t_new = jnp.where(move, t_new, tk)
+        else:
+            t_new = tk
+        new_state = ManPGState(
+            state.count + move.astype(jnp.int32),
+            _guarded(ok, info, state.ssn),
+            jnp.sqrt(znorm2),
+            halted,
+            t_new,
+            converged,
+            stationarity,
+            jnp.where(move, alpha, state.alpha),
+            state.num_backtracks + jnp.where(move, backtracks, 0),
+            state.num_inexact + (move & (alpha < 1e-4)).astype(jnp.int32),
+        )
+        return updates, new_state
+
+    return optax.GradientTransformationExtraArgs(init, update)
+
+
+def r_subgrad(
+    learning_rate: ScalarOrSchedule, reg, *, retraction: str = "polar"
+) -> optax.GradientTransformationExtraArgs:
+    """Riemannian (stochastic) subgradient method, the paper's baseline.
+
+    X_{t+1} = Retr_X(-eta_t P_X(V_t + s)), with s = ``reg.subgradient(X)`` an
+    element of the subdifferential of h (mu sign(X) for l1).
+
+    Args:
+      learning_rate: eta_t, scalar or schedule (the paper: eta0 / sqrt(t + 1)).
+      reg: regularizer with a ``subgradient`` method, or ``None``.
+      retraction: retraction name.
+    """
+    _check_hyper("learning_rate", learning_rate)
+    _check_retraction(retraction)
+
+    def init(params):
+        _check_params(params)
+        return SubgradState(jnp.zeros((), jnp.int32), jnp.zeros((), params.dtype),
+                            jnp.bool_(False))
+
+    def update(grads, state, params=None, **extra_args):
+        del extra_args
+        if params is None:
+            raise ValueError("r_subgrad needs params (the current point) in update().")
+        _check_params(params)
+        _check_grads(grads, params)
+        eta = _value(learning_rate, state.count, params.dtype)
+        sub = grads if reg is None else grads + reg.subgradient(params)
+        direction = -stiefel.project(params, sub)
+        x_new = stiefel.retract(params, eta * direction, method=retraction)
+        ok = (~state.halted) & _all_finite(x_new)
+        updates = jnp.where(ok, x_new - params, jnp.zeros_like(params))
+        return updates, SubgradState(
+            state.count + 1, jnp.where(ok, jnp.linalg.norm(direction), state.zeta_norm), ~ok
+        )
+
+    return optax.GradientTransformationExtraArgs(init, update)
+
