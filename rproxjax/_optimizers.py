@@ -85,10 +85,11 @@ def _check_retraction(method):
 
 
 def _check_params(params):
-    if not hasattr(params, "shape") or jnp.ndim(params) != 2:
+    if not hasattr(params, "shape") or len(params.shape) != 2:
+        shape = getattr(params, "shape", type(params).__name__)
         raise ValueError(
             "the Riemannian optimizers act on a single d x r matrix (a point of "
-            f"St(d, r)); got params of shape {jnp.shape(params)}."
+            f"St(d, r)); got params of shape {shape}."
         )
     _checks.check_point("params", params)
 
@@ -340,7 +341,8 @@ def r_prox_spb(
         _check_params(params)
         _check_grads(grads, params)
         if refresh is None:
-            refresh = state.count % q == 0
+            count = _checks.concrete_or_none(state.count)
+            refresh = bool(count % q == 0) if count is not None else state.count % q == 0
 
         def sarah():
             if grad_fn is None:

@@ -403,7 +403,13 @@ def _run(optimizer, batch_loss, batch_grad, h_value, params, opt_state, key, *, 
 
     ifo0 = jnp.zeros((), jnp.int64 if jax.config.jax_enable_x64 else jnp.int32)
     loss0 = full_loss(params) if full_loss is not None else jnp.asarray(jnp.nan, dtype)
-    key, *epoch_keys = jax.random.split(key, num_epochs + 1)
+    # Epoch keys are split off one at a time, so that a run of a + b epochs and a
+    # run of a epochs resumed (with its returned key and state) for b more draw
+    # the same samples.
+    epoch_keys = []
+    for _ in range(num_epochs):
+        key, sub = jax.random.split(key)
+        epoch_keys.append(sub)
     carry = (params, opt_state, ifo0)
 
     if online_chunks is None and isinstance(jnp.zeros(()), jax.core.Tracer):
