@@ -461,6 +461,8 @@ def _report(done, total, loss, ifo, n):
 
 
 def _is_dataset(data):
+    if hasattr(data, "__next__"):
+        return False
     leaves = jax.tree.leaves(data)
     return bool(leaves) and all(hasattr(a, "shape") and hasattr(a, "dtype") for a in leaves)
 
