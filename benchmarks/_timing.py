@@ -92,14 +92,17 @@ def time_fn(
     warmup: int = 1,
     max_seconds: float | None = None,
     min_repeats: int = 1,
+    reduce: Callable[[list[float]], float] = statistics.median,
 ) -> float:
     """Median wall time (seconds) of a compiled call ``fn(*args)`` after warm-up.
 
     ``fn`` is typically a ``jax.jit`` function; the warm-up call(s) compile it,
     so the result excludes compilation but includes Python dispatch (tens of
-    microseconds). See :func:`time_samples` for the arguments.
+    microseconds). See :func:`time_samples` for the arguments; ``reduce=min``
+    gives the least load-disturbed sample instead of the median (useful for
+    micro-benchmarks on a shared machine).
     """
-    return statistics.median(
+    return reduce(
         time_samples(
             fn, *args, repeats=repeats, warmup=warmup,
             max_seconds=max_seconds, min_repeats=min_repeats,
@@ -108,12 +111,17 @@ def time_fn(
 
 
 def time_per_iteration(
-    fn: Callable, *args, n: int = 20, repeats: int = 5, warmup: int = 1
+    fn: Callable,
+    *args,
+    n: int = 20,
+    repeats: int = 5,
+    warmup: int = 1,
+    reduce: Callable[[list[float]], float] = statistics.median,
 ) -> float:
     """Seconds per call of ``fn(*args)`` inside a compiled ``lax.fori_loop``.
 
-    The loop runs ``n`` calls and the result is the median loop time over
-    ``n``, so per-call dispatch is amortized away. To keep XLA from hoisting
+    The loop runs ``n`` calls and the result is the median (or ``reduce``)
+    loop time over ``n``, so per-call dispatch is amortized away. To keep XLA from hoisting
     the loop-invariant call out of the loop, the first argument (an array) is
     carried: each iteration feeds back ``args[0] + eps * sum(outputs)`` with
     ``eps`` a runtime zero, which adds one pass over ``args[0]`` and over the
@@ -131,17 +139,23 @@ def time_per_iteration(
 
     looped = jax.jit(run)
     eps = jnp.zeros((), jnp.result_type(first))
-    return time_fn(looped, eps, first, *rest, repeats=repeats, warmup=warmup) / n
+    seconds = time_fn(looped, eps, first, *rest, repeats=repeats, warmup=warmup, reduce=reduce)
+    return seconds / n
 
 
 def matmul_flops(
-    dtype, n: int = 2000, repeats: int = 5, warmup: int = 1, seed: int = 0
+    dtype,
+    n: int = 2000,
+    repeats: int = 5,
+    warmup: int = 1,
+    seed: int = 0,
+    reduce: Callable[[list[float]], float] = statistics.median,
 ) -> float:
     """Measured throughput (FLOP/s) of a jitted n x n @ n x n matmul in ``dtype``.
 
-    Median over ``repeats`` calls after ``warmup``; counts 2 n^3 FLOPs. This is
-    the best case for the backend (large square GEMM), so times derived from
-    it are lower bounds.
+    Median (or ``reduce``) time over ``repeats`` calls after ``warmup``; counts
+    2 n^3 FLOPs. This is the best case for the backend (large square GEMM), so
+    times derived from it are lower bounds.
     """
     dtype = jnp.dtype(dtype)
     if dtype == jnp.float64 and not jax.config.read("jax_enable_x64"):
@@ -149,7 +163,7 @@ def matmul_flops(
     ka, kb = jax.random.split(jax.random.key(seed))
     a = jax.random.normal(ka, (n, n), dtype)
     b = jax.random.normal(kb, (n, n), dtype)
-    seconds = time_fn(jax.jit(jnp.matmul), a, b, repeats=repeats, warmup=warmup)
+    seconds = time_fn(jax.jit(jnp.matmul), a, b, repeats=repeats, warmup=warmup, reduce=reduce)
     return 2.0 * n**3 / seconds
 
 

@@ -18,7 +18,9 @@ The protocol, for a regularizer ``reg`` acting on d x r matrices:
   describing a generalized Jacobian D of the prox at V.
 * ``reg.jacobian_apply(jac, w)``: D[W].
 * ``reg.jacobian_gram(x, jac, basis)``: the m x m matrix of
-  <X B_p, D[X B_q]> for the symmetric basis ``basis`` (shape (r, r, m)).
+  <X B_p, D[X B_q]> for the orthonormal basis of symmetric matrices
+  B_p = s_p (E_jl + E_lj), given as ``basis = (rows, cols, scale)`` (index
+  arrays j, l with j <= l and the weights s_p, each of length m = r(r+1)/2).
 * ``reg.check(shape)``: raises ``ValueError`` if the strengths do not fit
   d x r matrices of the given shape.
 """
@@ -38,9 +40,22 @@ Array = Any
 
 
 def _gram_blockdiag(k, basis):
-    """<B_p, M_q> summed as sum_i (B_p)_{:,i}^T K_i (B_q)_{:,i}."""
-    t1 = jnp.einsum("aip,iac->icp", basis, k)
-    return jnp.einsum("icp,ciq->pq", t1, basis)
+    """sum_i (B_p)_{:,i}^T K_i (B_q)_{:,i} for all p, q, read off K by indexing.
+
+    With B_p = s_p (E_jl + E_lj), (j, l) = (rows[p], cols[p]):
+    G_pq = s_p s_q ([l_p = l_q] K_{l_p}[j_p, j_q] + [l_p = j_q] K_{l_p}[j_p, l_q]
+                  + [j_p = l_q] K_{j_p}[l_p, j_q] + [j_p = j_q] K_{j_p}[l_p, l_q]).
+    """
+    rows, cols, scale = basis
+    jp, lp = rows[:, None], cols[:, None]
+    jq, lq = rows[None, :], cols[None, :]
+    g = (
+        jnp.where(lp == lq, k[lp, jp, jq], 0.0)
+        + jnp.where(lp == jq, k[lp, jp, lq], 0.0)
+        + jnp.where(jp == lq, k[jp, lp, jq], 0.0)
+        + jnp.where(jp == jq, k[jp, lp, lq], 0.0)
+    )
+    return scale[:, None] * scale[None, :] * g
 
 
 class L1(NamedTuple):
@@ -143,8 +158,10 @@ class L21(NamedTuple):
         g = x.T @ (alpha[:, None] * x)
         # First term: tr(B_p^T G B_q) = sum_i (B_p)_{:,i}^T G (B_q)_{:,i}.
         first = _gram_blockdiag(jnp.broadcast_to(g, (r, r, r)), basis)
-        # Second term: sum_k beta_k c_kp c_kq with c_kp = x_k B_p v_k^T.
-        c = jnp.einsum("ka,abp,kb->kp", x, basis, v)
+        # Second term: sum_k beta_k c_kp c_kq with c_kp = x_k B_p v_k^T
+        # = s_p (x_kj v_kl + x_kl v_kj).
+        rows, cols, scale = basis
+        c = scale * (x[:, rows] * v[:, cols] + x[:, cols] * v[:, rows])
         return first + c.T @ (beta[:, None] * c)
 
     def check(self, shape):
