@@ -13,6 +13,7 @@ dtype of the arrays it is given (enable float64 yourself with
 """
 
 from rproxjax import grassmann, stiefel
+from rproxjax._blocks import Block, Euclidean, Grassmann, Stiefel
 from rproxjax._optimizers import (
     ManPGState,
     ProxSGDState,
@@ -33,11 +34,15 @@ from rproxjax._subproblem import SubproblemInfo, default_tol, tangent_prox
 __version__ = "0.1.0"
 
 __all__ = [
+    "Block",
+    "Euclidean",
+    "Grassmann",
     "L1",
     "L21",
     "ManPGState",
     "ProxSGDState",
     "ProxSPBState",
+    "Stiefel",
     "SubgradState",
     "inverse_sqrt_schedule",
     "manpg",

@@ -2,9 +2,17 @@
 
 Each factory returns an :class:`optax.GradientTransformationExtraArgs`:
 ``update(grads, state, params, **extra)`` takes a Euclidean gradient
-(estimate) of the smooth part f at ``params`` (a point of St(d, r)) and
-returns ``updates`` such that ``optax.apply_updates(params, updates)`` is the
-retracted point Retr_X(eta zeta). They must therefore be the *last* link of
+(estimate) of the smooth part f at ``params`` and returns ``updates`` such
+that ``optax.apply_updates(params, updates)`` is the retracted point
+Retr_X(eta zeta).
+
+``params`` is a point of St(d, r) when ``reg`` is a regularizer (or None), or
+a pytree of parameters when ``reg`` is a matching pytree of blocks
+(:func:`rproxjax.Stiefel`, :func:`rproxjax.Grassmann`,
+:func:`rproxjax.Euclidean`), each with its own geometry and regularizer; the
+step of each block is described in :mod:`rproxjax._blocks`. States then hold
+one :class:`rproxjax.SubproblemInfo` per block, and ``zeta_norm`` is the norm
+over all blocks. They must therefore be the *last* link of
 an ``optax.chain``; gradient preprocessing (clipping, ...) goes before them.
 
 Hyperparameters that are swept (step sizes, the regularizer's strength) are
@@ -27,8 +35,9 @@ import optax
 from jax import lax
 
 from rproxjax import _checks, stiefel
+from rproxjax._blocks import as_blocks, map_blocks, total_sq_norm
 from rproxjax._results import Status
-from rproxjax._subproblem import SubproblemInfo, tangent_prox
+from rproxjax._subproblem import SubproblemInfo
 
 __all__ = [
     "ManPGState",
@@ -63,6 +72,10 @@ def inverse_sqrt_schedule(init_value, offset: int = 1, power: float = 0.5):
     return schedule
 
 
+def _dtype(params):
+    return jnp.result_type(*jax.tree.leaves(params))
+
+
 def _value(hyper, count, dtype):
     value = hyper(count) if callable(hyper) else hyper
     return jnp.asarray(value, dtype)
@@ -84,34 +97,48 @@ def _check_retraction(method):
         )
 
 
-def _check_params(params):
-    if not hasattr(params, "shape") or len(params.shape) != 2:
-        shape = getattr(params, "shape", type(params).__name__)
-        raise ValueError(
-            "the Riemannian optimizers act on a single d x r matrix (a point of "
-            f"St(d, r)); got params of shape {shape}."
-        )
-    _checks.check_point("params", params)
+def _check(blocks, params, grads=None):
+    def check(block, x, *g):
+        block.check("params", x)
+        if g and jnp.shape(g[0]) != jnp.shape(x):
+            raise ValueError(
+                f"grads of shape {jnp.shape(g[0])} do not match params of shape "
+                f"{jnp.shape(x)}."
+            )
+        return 0
 
-
-def _check_grads(grads, params):
-    if jnp.shape(grads) != jnp.shape(params):
-        raise ValueError(
-            f"grads of shape {jnp.shape(grads)} do not match params of shape "
-            f"{jnp.shape(params)}."
-        )
-
-
-def _empty_info(r, dtype):
-    zero = jnp.zeros((), jnp.int32)
-    return SubproblemInfo(
-        jnp.zeros((r, r), dtype), zero, jnp.zeros((), dtype), jnp.bool_(True),
-        zero, zero, zero,
-    )
+    if params is None:
+        raise ValueError("the Riemannian optimizers need params (the current point) in update().")
+    trees = (params,) if grads is None else (params, grads)
+    map_blocks(check, blocks, *trees)
 
 
 def _all_finite(tree):
     return jnp.all(jnp.array([jnp.all(jnp.isfinite(a)) for a in jax.tree.leaves(tree)]))
+
+
+def _empty_infos(blocks, params):
+    return map_blocks(lambda b, x: b.empty_info(x), blocks, params)
+
+
+def _prox_steps(blocks, params, v, gamma, eta, infos, tol, max_steps, linear_solver):
+    """Proximal steps of all blocks: (new params, zetas, infos, any non-finite)."""
+    new, zeta, info = map_blocks(
+        lambda b, x, g, i: b.prox_step(x, g, gamma, eta, i, tol=tol, max_steps=max_steps,
+                                       linear_solver=linear_solver),
+        blocks, params, v, infos,
+    )
+    infos = jax.tree.leaves(info, is_leaf=lambda n: isinstance(n, SubproblemInfo))
+    bad = jnp.any(jnp.stack([i.status == Status.NONFINITE for i in infos]))
+    return new, zeta, info, bad
+
+
+def _delta(new, old):
+    return jax.tree.map(lambda a, b: a - b, new, old)
+
+
+def _zeros_like(tree):
+    return jax.tree.map(jnp.zeros_like, tree)
 
 
 class ProxSGDState(NamedTuple):
@@ -182,14 +209,6 @@ class SubgradState(NamedTuple):
     halted: Array
 
 
-def _prox_step(x, v, gamma, eta, reg, lam, retraction, tol, max_steps, linear_solver):
-    zeta, info = tangent_prox(
-        x, v, gamma, reg, lam=lam, tol=tol, max_steps=max_steps, linear_solver=linear_solver
-    )
-    x_new = stiefel.retract(x, eta * zeta, method=retraction)
-    return x_new, zeta, info
-
-
 def _guarded(ok, new, old):
     return jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, old)
 
@@ -219,8 +238,10 @@ def r_prox_sgd(
       learning_rate: eta_t, a scalar or a schedule (e.g.
         :func:`inverse_sqrt_schedule` for the paper's eta0 / sqrt(t + 1)).
       gamma: the proximal step gamma (scalar or schedule).
-      reg: regularizer h (e.g. ``rproxjax.l1(mu)``), or ``None`` for h = 0.
-      retraction: ``"qr"``, ``"polar"``, ``"exp"`` or ``"cayley"``.
+      reg: regularizer h (e.g. ``rproxjax.l1(mu)``), ``None`` for h = 0, or a
+        pytree of blocks matching ``params`` (see the module docstring).
+      retraction: ``"qr"``, ``"polar"``, ``"exp"`` or ``"cayley"`` (for a
+        single Stiefel block; blocks carry their own).
       ssn_tol, ssn_max_steps, linear_solver: passed to :func:`rproxjax.tangent_prox`.
 
     Returns:
@@ -241,39 +262,36 @@ def r_prox_sgd(
     _check_hyper("learning_rate", learning_rate)
     _check_hyper("gamma", gamma)
     _check_retraction(retraction)
+    blocks = as_blocks(reg, retraction)
 
     def init(params):
-        _check_params(params)
-        r = params.shape[-1]
+        _check(blocks, params)
+        dtype = _dtype(params)
         return ProxSGDState(
-            jnp.zeros((), jnp.int32), _empty_info(r, params.dtype),
-            jnp.zeros((), params.dtype), jnp.bool_(False),
+            jnp.zeros((), jnp.int32), _empty_infos(blocks, params),
+            jnp.zeros((), dtype), jnp.bool_(False),
         )
 
     def update(grads, state, params=None, **extra_args):
         del extra_args
-        if params is None:
-            raise ValueError("r_prox_sgd needs params (the current point) in update().")
-        _check_params(params)
-        _check_grads(grads, params)
-        dtype = params.dtype
+        _check(blocks, params, grads)
+        dtype = _dtype(params)
         eta = _value(learning_rate, state.count, dtype)
         gam = _value(gamma, state.count, dtype)
-        x_new, zeta, info = _prox_step(
-            params, grads, gam, eta, reg, state.ssn.lam, retraction, ssn_tol,
-            ssn_max_steps, linear_solver,
+        x_new, zeta, info, bad = _prox_steps(
+            blocks, params, grads, gam, eta, state.ssn, ssn_tol, ssn_max_steps, linear_solver
         )
-        ok = (~state.halted) & (info.status != Status.NONFINITE) & _all_finite(x_new)
-        updates = jnp.where(ok, x_new - params, jnp.zeros_like(params))
+        ok = (~state.halted) & (~bad) & _all_finite(x_new) & _all_finite(grads)
+        updates = _guarded(ok, _delta(x_new, params), _zeros_like(params))
         new_state = ProxSGDState(
             state.count + 1,
             _guarded(ok, info, state.ssn),
-            jnp.where(ok, jnp.linalg.norm(zeta), state.zeta_norm),
+            jnp.where(ok, jnp.sqrt(total_sq_norm(zeta)), state.zeta_norm),
             ~ok,
         )
         return updates, new_state
 
-    return optax.GradientTransformationExtraArgs(init, update)
+    return _transformation(init, update, blocks)
 
 
 def r_prox_spb(
@@ -311,13 +329,13 @@ def r_prox_spb(
     Args:
       learning_rate: eta (scalar or schedule; the theory uses a constant).
       gamma: proximal step (scalar or schedule).
-      reg: regularizer, or ``None`` for h = 0 (R-SpiderBoost).
+      reg: regularizer, ``None`` for h = 0 (R-SpiderBoost), or a pytree of blocks.
       q: refresh period (a Python int >= 1: it shapes compiled loops).
       retraction, ssn_tol, ssn_max_steps, linear_solver: as in :func:`r_prox_sgd`.
 
     Returns:
-      An ``optax.GradientTransformationExtraArgs``; its attribute
-      ``refresh_every`` is ``q`` (read by :func:`rproxjax.fit`).
+      An ``optax.GradientTransformationExtraArgs``; its attributes
+      ``refresh_every`` (``q``) and ``blocks`` are read by :func:`rproxjax.fit`.
     """
     _check_hyper("learning_rate", learning_rate)
     _check_hyper("gamma", gamma)
@@ -325,21 +343,20 @@ def r_prox_spb(
     if not isinstance(q, int) or isinstance(q, bool) or q < 1:
         raise ValueError(f"q must be a Python int >= 1, got {q!r}.")
 
+    blocks = as_blocks(reg, retraction)
+
     def init(params):
-        _check_params(params)
-        r = params.shape[-1]
+        _check(blocks, params)
+        dtype = _dtype(params)
         return ProxSPBState(
-            jnp.zeros((), jnp.int32), _empty_info(r, params.dtype),
-            jnp.zeros((), params.dtype), jnp.bool_(False),
-            jnp.zeros_like(params), params,
+            jnp.zeros((), jnp.int32), _empty_infos(blocks, params),
+            jnp.zeros((), dtype), jnp.bool_(False),
+            _zeros_like(params), params,
         )
 
     def update(grads, state, params=None, *, grad_fn=None, refresh=None, **extra_args):
         del extra_args
-        if params is None:
-            raise ValueError("r_prox_spb needs params (the current point) in update().")
-        _check_params(params)
-        _check_grads(grads, params)
+        _check(blocks, params, grads)
         if refresh is None:
             count = _checks.concrete_or_none(state.count)
             refresh = bool(count % q == 0) if count is not None else state.count % q == 0
@@ -350,39 +367,46 @@ def r_prox_spb(
                     "r_prox_spb needs the extra argument grad_fn (the minibatch "
                     "gradient as a function of the point) on non-refresh steps."
                 )
-            diff = grad_fn(state.prev_params) - state.v
-            return grads - stiefel.transport(state.prev_params, params, diff)
+            diff = _delta(grad_fn(state.prev_params), state.v)
+            moved = map_blocks(lambda b, xo, xn, u: b.transport(xo, xn, u),
+                               blocks, state.prev_params, params, diff)
+            return _delta(grads, moved)
 
         if isinstance(refresh, bool):
             v = grads if refresh else sarah()
         else:
             v = lax.cond(refresh, lambda: grads, sarah)
-        dtype = params.dtype
+        dtype = _dtype(params)
         eta = _value(learning_rate, state.count, dtype)
         gam = _value(gamma, state.count, dtype)
-        x_new, zeta, info = _prox_step(
-            params, v, gam, eta, reg, state.ssn.lam, retraction, ssn_tol,
-            ssn_max_steps, linear_solver,
+        x_new, zeta, info, bad = _prox_steps(
+            blocks, params, v, gam, eta, state.ssn, ssn_tol, ssn_max_steps, linear_solver
         )
-        ok = (~state.halted) & (info.status != Status.NONFINITE) & _all_finite(x_new)
-        updates = jnp.where(ok, x_new - params, jnp.zeros_like(params))
+        ok = (~state.halted) & (~bad) & _all_finite(x_new) & _all_finite(v)
+        updates = _guarded(ok, _delta(x_new, params), _zeros_like(params))
         new_state = ProxSPBState(
             state.count + 1,
             _guarded(ok, info, state.ssn),
-            jnp.where(ok, jnp.linalg.norm(zeta), state.zeta_norm),
+            jnp.where(ok, jnp.sqrt(total_sq_norm(zeta)), state.zeta_norm),
             ~ok,
-            jnp.where(ok, v, state.v),
-            jnp.where(ok, params, state.prev_params),
+            _guarded(ok, v, state.v),
+            _guarded(ok, params, state.prev_params),
         )
         return updates, new_state
 
-    tx = _RefreshingTransformation(init, update)
-    tx.refresh_every = q
+    return _transformation(init, update, blocks, refresh_every=q)
+
+
+class _Transformation(optax.GradientTransformationExtraArgs):
+    """A GradientTransformationExtraArgs that also records, for :func:`rproxjax.fit`,
+    the parameter blocks (``blocks``) and the refresh period (``refresh_every``)."""
+
+
+def _transformation(init, update, blocks, refresh_every=None):
+    tx = _Transformation(init, update)
+    tx.blocks = blocks
+    tx.refresh_every = refresh_every
     return tx
-
-
-class _RefreshingTransformation(optax.GradientTransformationExtraArgs):
-    """A GradientTransformationExtraArgs that also records its refresh period."""
 
 
 def r_spider_boost(learning_rate, gamma, *, q: int, retraction: str = "polar"):
@@ -420,7 +444,7 @@ def manpg(
 
     Args:
       t: initial proximal step (1/L in the reference).
-      reg: regularizer h.
+      reg: regularizer h, or a pytree of blocks.
       tol: stopping tolerance on ||zeta||^2 / t^2.
       adaptive: ManPG-Ada's adaptive t.
       retraction: retraction name.
@@ -430,25 +454,28 @@ def manpg(
     _check_hyper("t", t)
     _check_hyper("tol", tol)
     _check_retraction(retraction)
+    blocks = as_blocks(reg, retraction)
 
     def init(params):
-        _check_params(params)
-        r = params.shape[-1]
-        dtype = params.dtype
+        _check(blocks, params)
+        dtype = _dtype(params)
         zero = jnp.zeros((), jnp.int32)
         return ManPGState(
-            zero, _empty_info(r, dtype), jnp.zeros((), dtype), jnp.bool_(False),
+            zero, _empty_infos(blocks, params), jnp.zeros((), dtype), jnp.bool_(False),
             jnp.asarray(t, dtype), jnp.bool_(False), jnp.asarray(jnp.inf, dtype),
             jnp.ones((), dtype), zero, zero,
         )
 
+    def objective(value_fn, x):
+        h = map_blocks(lambda b, xb: b.value(xb), blocks, x)
+        return value_fn(x) + sum(jax.tree.leaves(h))
+
     def update(grads, state, params=None, *, value_fn=None, **extra_args):
         del extra_args
-        if params is None or value_fn is None:
-            raise ValueError("manpg needs params and the extra argument value_fn (f).")
-        _check_params(params)
-        _check_grads(grads, params)
-        dtype = params.dtype
+        if value_fn is None:
+            raise ValueError("manpg needs the extra argument value_fn (f, the smooth part).")
+        _check(blocks, params, grads)
+        dtype = _dtype(params)
         tk = state.t
         tol_ = jnp.asarray(tol, dtype)
         tight = (state.alpha < 1e-4) | (state.num_inexact > 10)
@@ -457,16 +484,17 @@ def manpg(
             jnp.maximum(5e-16, jnp.minimum(1e-14, 1e-5 * tol_ * tk**2)),
             jnp.maximum(1e-13, jnp.minimum(1e-11, 1e-3 * tol_ * tk**2)),
         )
-        zeta, info = tangent_prox(
-            params, grads, tk, reg, lam=state.ssn.lam, tol=jnp.sqrt(inner),
-            max_steps=ssn_max_steps, linear_solver=linear_solver,
+        x_one, zeta, info, bad = _prox_steps(
+            blocks, params, grads, tk, jnp.ones((), dtype), state.ssn, jnp.sqrt(inner),
+            ssn_max_steps, linear_solver,
         )
-        znorm2 = jnp.sum(zeta * zeta)
+        znorm2 = total_sq_norm(zeta)
         stationarity = znorm2 / tk**2
         converged = state.converged | (stationarity < tol_)
+        f_x = objective(value_fn, params)
 
-        objective = lambda x: value_fn(x) + reg.value(x)  # noqa: E731
-        f_x = objective(params)
+        def trial(alpha):
+            return map_blocks(lambda b, x, z: b.retract(x, alpha * z), blocks, params, zeta)
 
         def ls_cond(c):
             alpha, f_new, k = c
@@ -476,17 +504,17 @@ def manpg(
         def ls_body(c):
             alpha, _, k = c
             alpha = 0.5 * alpha
-            return alpha, objective(stiefel.retract(params, alpha * zeta, retraction)), k + 1
+            return alpha, objective(value_fn, trial(alpha)), k + 1
 
         one = jnp.ones((), dtype)
-        f_one = objective(stiefel.retract(params, zeta, retraction))
-        alpha, _, backtracks = lax.while_loop(ls_cond, ls_body, (one, f_one, jnp.int32(0)))
-        x_new = stiefel.retract(params, alpha * zeta, retraction)
+        alpha, _, backtracks = lax.while_loop(
+            ls_cond, ls_body, (one, objective(value_fn, x_one), jnp.int32(0)))
+        x_new = trial(alpha)
         move = (~converged) & (~state.halted)
-        ok = (info.status != Status.NONFINITE) & _all_finite(x_new)
+        ok = (~bad) & _all_finite(x_new) & _all_finite(grads)
         halted = state.halted | (move & ~ok)
         move = move & ok
-        updates = jnp.where(move, x_new - params, jnp.zeros_like(params))
+        updates = _guarded(move, _delta(x_new, params), _zeros_like(params))
         if adaptive:
             t0 = jnp.asarray(t, dtype)
             t_new = jnp.where(backtracks == 0, 1.01 * tk, jnp.maximum(t0, tk / 1.01))
@@ -507,7 +535,7 @@ def manpg(
         )
         return updates, new_state
 
-    return optax.GradientTransformationExtraArgs(init, update)
+    return _transformation(init, update, blocks)
 
 
 def r_subgrad(
@@ -520,32 +548,31 @@ def r_subgrad(
 
     Args:
       learning_rate: eta_t, scalar or schedule (the paper: eta0 / sqrt(t + 1)).
-      reg: regularizer with a ``subgradient`` method, or ``None``.
+      reg: regularizer with a ``subgradient`` method, ``None``, or a pytree of
+        blocks (Euclidean blocks take X - eta (V + s)).
       retraction: retraction name.
     """
     _check_hyper("learning_rate", learning_rate)
     _check_retraction(retraction)
+    blocks = as_blocks(reg, retraction)
 
     def init(params):
-        _check_params(params)
-        return SubgradState(jnp.zeros((), jnp.int32), jnp.zeros((), params.dtype),
+        _check(blocks, params)
+        return SubgradState(jnp.zeros((), jnp.int32), jnp.zeros((), _dtype(params)),
                             jnp.bool_(False))
 
     def update(grads, state, params=None, **extra_args):
         del extra_args
-        if params is None:
-            raise ValueError("r_subgrad needs params (the current point) in update().")
-        _check_params(params)
-        _check_grads(grads, params)
-        eta = _value(learning_rate, state.count, params.dtype)
-        sub = grads if reg is None else grads + reg.subgradient(params)
-        direction = -stiefel.project(params, sub)
-        x_new = stiefel.retract(params, eta * direction, method=retraction)
-        ok = (~state.halted) & _all_finite(x_new)
-        updates = jnp.where(ok, x_new - params, jnp.zeros_like(params))
+        _check(blocks, params, grads)
+        eta = _value(learning_rate, state.count, _dtype(params))
+        x_new, direction = map_blocks(
+            lambda b, x, g: b.subgradient_step(x, g, eta), blocks, params, grads)
+        ok = (~state.halted) & _all_finite(x_new) & _all_finite(grads)
+        updates = _guarded(ok, _delta(x_new, params), _zeros_like(params))
         return updates, SubgradState(
-            state.count + 1, jnp.where(ok, jnp.linalg.norm(direction), state.zeta_norm), ~ok
+            state.count + 1,
+            jnp.where(ok, jnp.sqrt(total_sq_norm(direction)), state.zeta_norm), ~ok,
         )
 
-    return optax.GradientTransformationExtraArgs(init, update)
+    return _transformation(init, update, blocks)
 

@@ -26,8 +26,9 @@ import numpy as np
 import optax
 from jax import lax
 
-from rproxjax import _checks, stiefel
+from rproxjax._blocks import Stiefel, map_blocks, total_sq_norm
 from rproxjax._optimizers import ManPGState, ProxSGDState, ProxSPBState, SubgradState
+from rproxjax._subproblem import SubproblemInfo
 
 __all__ = ["FitResult", "History", "fit"]
 
@@ -108,7 +109,10 @@ def _metrics(state, dtype):
         return zero_f, zero_i, zero_f, jnp.bool_(False)
     if isinstance(s, SubgradState):
         return s.zeta_norm, zero_i, zero_f, s.halted
-    return s.zeta_norm, s.ssn.num_steps, s.ssn.residual, s.halted
+    infos = jax.tree.leaves(s.ssn, is_leaf=lambda n: isinstance(n, SubproblemInfo))
+    steps = sum(i.num_steps for i in infos)
+    residual = jnp.max(jnp.stack([i.residual for i in infos]))
+    return s.zeta_norm, steps, residual, s.halted
 
 
 def _leading(tree):
@@ -171,6 +175,8 @@ def fit(
     record_variance: bool = False,
     chunk_size: int = 2048,
     progress: bool = False,
+    blocks=None,
+    batched_loss: bool = False,
 ) -> FitResult:
     """Runs ``optimizer`` on the per-sample loss ``loss_fn(params, sample)``.
 
@@ -208,7 +214,8 @@ def fit(
       num_steps: steps to run (online mode; in finite-sum mode rounded up to
         whole epochs).
       opt_state: a state to resume from (default ``optimizer.init(params)``).
-      reg: the regularizer h, used only to report F = f + h (None: report f).
+      reg: the regularizer h, used only to report F = f + h (default: the
+        optimizer's blocks' regularizers, if it records them).
       refresh_every: R-ProxSPB's q (None: the optimizer's, or no refresh).
       refresh_batch_size: |S1| (default n in finite-sum mode; required online).
       record_loss: also record F after every step (costs a pass over the data
@@ -217,22 +224,34 @@ def fit(
         finite-sum mode only).
       chunk_size: samples per chunk when accumulating large-batch gradients.
       progress: print a progress line per epoch/chunk on stderr.
+      blocks: the parameter blocks (geometry of each leaf); default: the
+        optimizer's, or one Stiefel block for a single matrix.
+      batched_loss: ``loss_fn(params, batch)`` already returns the mean loss
+        over a batch (its leading axis), instead of one sample's loss.
 
     Returns:
       A :class:`FitResult`.
     """
-    _checks.check_point("params", params)
-    if jnp.ndim(params) != 2:
-        raise ValueError(f"params must be a d x r matrix, got shape {jnp.shape(params)}.")
+    if blocks is None:
+        blocks = getattr(optimizer, "blocks", None)
+    if blocks is None:
+        blocks = Stiefel()
+    map_blocks(lambda b, x: b.check("params", x), blocks, params)
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}.")
     if refresh_every is None:
         refresh_every = getattr(optimizer, "refresh_every", None)
     if refresh_every is not None and (not isinstance(refresh_every, int) or refresh_every < 1):
         raise ValueError(f"refresh_every (q) must be an int >= 1, got {refresh_every!r}.")
-    feas = stiefel.feasibility(params)
+    dtype = jnp.result_type(*jax.tree.leaves(params))
+
+    def feasibility(x):
+        values = jax.tree.leaves(map_blocks(lambda b, xb: b.feasibility(xb), blocks, x))
+        return jnp.max(jnp.stack(values))
+
+    feas = feasibility(params)
     if not isinstance(feas, jax.core.Tracer):
-        tol = 1e-6 if params.dtype == jnp.float64 else 1e-3
+        tol = 1e-6 if dtype == jnp.float64 else 1e-3
         if not float(feas) <= tol:
             raise ValueError(
                 f"params is not on the Stiefel manifold: ||X^T X - I||_F = {float(feas):.3e} "
@@ -241,10 +260,21 @@ def fit(
             )
     if opt_state is None:
         opt_state = optimizer.init(params)
-    dtype = params.dtype
-    h_value = (lambda x: jnp.zeros((), dtype)) if reg is None else reg.value
+    if reg is None:
+        reg_blocks = getattr(optimizer, "blocks", None)
+        if reg_blocks is not None:
+            def h_value(x):
+                values = map_blocks(lambda b, xb: b.value(xb), reg_blocks, x)
+                return sum(jax.tree.leaves(values))
+        else:
+            def h_value(x):
+                return jnp.zeros((), dtype)
+    else:
+        h_value = reg.value
 
     def batch_loss(x, batch):
+        if batched_loss:
+            return loss_fn(x, batch)
         return jnp.mean(jax.vmap(loss_fn, in_axes=(None, 0))(x, batch))
 
     batch_grad = jax.grad(batch_loss)
@@ -253,7 +283,7 @@ def fit(
         return _fit_online(
             optimizer, batch_loss, batch_grad, h_value, params, opt_state, data, key,
             batch_size, num_steps, refresh_every, refresh_batch_size, record_loss,
-            record_variance, chunk_size, progress,
+            record_variance, chunk_size, progress, feasibility,
         )
     n = _leading(data)
     if batch_size > n:
@@ -274,8 +304,8 @@ def fit(
     steps_per_epoch = n // batch_size
     if refresh_every is not None:
         q = refresh_every
-        blocks = max(1, steps_per_epoch // (q - 1))
-        steps_per_epoch = blocks * q
+        num_blocks = max(1, steps_per_epoch // (q - 1))
+        steps_per_epoch = num_blocks * q
     if num_epochs is None:
         if num_steps is None:
             raise ValueError("give num_epochs (or num_steps) in finite-sum mode.")
@@ -291,13 +321,14 @@ def fit(
         steps_per_epoch=steps_per_epoch, num_epochs=num_epochs, refresh_every=refresh_every,
         refresh_batch_size=refresh_batch_size, record_loss=record_loss,
         record_variance=record_variance, chunk_size=chunk_size, progress=progress,
+        feasibility=feasibility,
     )
 
 
 def _run(optimizer, batch_loss, batch_grad, h_value, params, opt_state, key, *, get,
          make_inputs, full_loss, full_grad, n, batch_size, steps_per_epoch, num_epochs,
          refresh_every, refresh_batch_size, record_loss, record_variance, chunk_size,
-         progress, online_chunks=None):
+         progress, feasibility, online_chunks=None):
     """The shared epoch machinery of both modes.
 
     ``make_inputs(key, shape)`` gives what the scans iterate over (sample
@@ -305,7 +336,7 @@ def _run(optimizer, batch_loss, batch_grad, h_value, params, opt_state, key, *, 
     Online, ``online_chunks`` yields the per-epoch inputs (the batches
     themselves) and ``get`` is the identity.
     """
-    dtype = params.dtype
+    dtype = jnp.result_type(*jax.tree.leaves(params))
 
     def step(x, state, g, ifo, cost, refresh_flag, loss_fn, **extra):
         g_true = full_grad(x) if record_variance else None
@@ -317,9 +348,9 @@ def _run(optimizer, batch_loss, batch_grad, h_value, params, opt_state, key, *, 
         if record_variance:
             spb = _find_state(state)
             v = spb.v if isinstance(spb, ProxSPBState) else g
-            variance = jnp.sum((v - g_true) ** 2)
+            variance = total_sq_norm(jax.tree.map(jnp.subtract, v, g_true))
         loss = loss_fn(x_new) if record_loss else None
-        hist = History(ifo, zeta_norm, ssn_steps, ssn_res, stiefel.feasibility(x_new), halted,
+        hist = History(ifo, zeta_norm, ssn_steps, ssn_res, feasibility(x_new), halted,
                        jnp.bool_(refresh_flag), variance, loss)
         return x_new, state, ifo, hist
 
@@ -392,13 +423,13 @@ def _run(optimizer, batch_loss, batch_grad, h_value, params, opt_state, key, *, 
         if refresh_every is None:
             return make_inputs(k, (steps_per_epoch, batch_size))
         q = refresh_every
-        blocks = steps_per_epoch // q
+        num_blocks = steps_per_epoch // q
         k_big, k_small = jax.random.split(k)
-        small = make_inputs(k_small, (blocks, q - 1, batch_size))
+        small = make_inputs(k_small, (num_blocks, q - 1, batch_size))
         if refresh_batch_size is None or refresh_batch_size == n:
             return small, None
         big = jax.vmap(lambda kk: make_inputs(kk, (refresh_batch_size,)))(
-            jax.random.split(k_big, blocks))
+            jax.random.split(k_big, num_blocks))
         return small, big
 
     ifo0 = jnp.zeros((), jnp.int64 if jax.config.jax_enable_x64 else jnp.int32)
@@ -469,7 +500,7 @@ def _is_dataset(data):
 
 def _fit_online(optimizer, batch_loss, batch_grad, h_value, params, opt_state, stream, key,
                 batch_size, num_steps, refresh_every, refresh_batch_size, record_loss,
-                record_variance, chunk_size, progress):
+                record_variance, chunk_size, progress, feasibility):
     if record_variance:
         raise ValueError("record_variance needs the full gradient: finite-sum mode only.")
     if not hasattr(stream, "__next__"):
@@ -526,5 +557,5 @@ def _fit_online(optimizer, batch_loss, batch_grad, h_value, params, opt_state, s
         batch_size=batch_size, steps_per_epoch=steps_per_chunk, num_epochs=num_chunks,
         refresh_every=refresh_every, refresh_batch_size=refresh_batch_size,
         record_loss=record_loss, record_variance=False, chunk_size=chunk_size,
-        progress=progress, online_chunks=chunks(),
+        progress=progress, feasibility=feasibility, online_chunks=chunks(),
     )

@@ -213,7 +213,7 @@ def test_bad_inputs_raise_clear_errors():
     state = opt.init(x)
     with pytest.raises(ValueError, match="do not match"):
         opt.update(jnp.ones((6, 3)), state, x)
-    with pytest.raises(ValueError, match="needs params"):
+    with pytest.raises(ValueError, match="need params"):
         opt.update(x, state)
     spb = rproxjax.r_prox_spb(0.1, 0.1, None, q=2)
     with pytest.raises(ValueError, match="grad_fn"):
@@ -221,5 +221,60 @@ def test_bad_inputs_raise_clear_errors():
     with pytest.raises(ValueError, match="value_fn"):
         m = rproxjax.manpg(0.1, rproxjax.l1(0.1), tol=1e-6)
         m.update(x, m.init(x), x)
-    with pytest.raises(ValueError, match="single d x r matrix"):
+    with pytest.raises(ValueError, match="params must be an array, got dict"):
         opt.init({"a": x})
+    with pytest.raises(ValueError, match="does not match the structure"):
+        rproxjax.r_prox_sgd(0.1, 0.1, {"a": rproxjax.Stiefel()}).init({"b": x})
+    with pytest.raises(ValueError, match="d x r matrix"):
+        opt.init(x[0])
+    with pytest.raises(ValueError, match="Grassmann block is not supported"):
+        rproxjax.Block("grassmann", rproxjax.l1(0.1))
+    with pytest.raises(ValueError, match="reg must be None, a regularizer"):
+        rproxjax.r_prox_sgd(0.1, 0.1, {"a": 1.0})
+
+
+def test_mixed_geometry_blocks_in_chain_jit_and_vmap():
+    """A Grassmann block, a Stiefel block with l1 and a Euclidean block with l1."""
+    k1, k2, k3 = jax.random.split(jax.random.key(0), 3)
+    a = jnp.diag(jnp.linspace(4.0, 1.0, 10))
+    target = jax.random.normal(k3, (5, 4))
+    params = {
+        "u": grassmann.random_point(k1, 10, 2),
+        "x": stiefel.random_point(k2, 10, 3),
+        "s": jnp.zeros((5, 4)),
+    }
+
+    def f(p):
+        return (-jnp.trace(p["u"].T @ a @ p["u"]) - jnp.trace(p["x"].T @ a @ p["x"])
+                + 0.5 * jnp.sum((p["s"] - target) ** 2))
+
+    def make(mu):
+        blocks = {"u": rproxjax.Grassmann(), "x": rproxjax.Stiefel(rproxjax.l1(mu)),
+                  "s": rproxjax.Euclidean(rproxjax.l1(mu))}
+        return optax.chain(optax.clip_by_global_norm(100.0),
+                           rproxjax.r_prox_sgd(0.5, 0.2, blocks))
+
+    @jax.jit
+    def run(mu):
+        opt = make(mu)
+
+        def body(c, _):
+            p, s = c
+            u, s = opt.update(jax.grad(f)(p), s, p)
+            return (optax.apply_updates(p, u), s), None
+
+        return jax.lax.scan(body, (params, opt.init(params)), None, length=300)[0][0]
+
+    out = run(0.1)
+    assert float(stiefel.feasibility(out["u"])) < 1e-12
+    assert float(stiefel.feasibility(out["x"])) < 1e-12
+    # Euclidean block: the fixed point is the soft-thresholded target.
+    np.testing.assert_allclose(
+        out["s"], jnp.sign(target) * jnp.maximum(jnp.abs(target) - 0.1, 0.0), atol=1e-8)
+    # Grassmann block: the top-2 eigenspace of A.
+    angles = grassmann.principal_angles(out["u"], jnp.eye(10)[:, :2])
+    assert float(jnp.max(angles)) < 1e-6
+    swept = jax.vmap(run)(jnp.array([0.1, 0.5]))
+    np.testing.assert_allclose(swept["s"][0], out["s"], atol=1e-10)
+    np.testing.assert_allclose(
+        swept["s"][1], jnp.sign(target) * jnp.maximum(jnp.abs(target) - 0.5, 0.0), atol=1e-8)
