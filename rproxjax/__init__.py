@@ -12,7 +12,7 @@ dtype of the arrays it is given (enable float64 yourself with
 ``jax.config.update("jax_enable_x64", True)``).
 """
 
-from rproxjax import grassmann, stiefel
+from rproxjax import datasets, grassmann, problems, stiefel
 from rproxjax._blocks import Block, Euclidean, Grassmann, Stiefel
 from rproxjax._optimizers import (
     ManPGState,
@@ -46,12 +46,14 @@ __all__ = [
     "SubgradState",
     "inverse_sqrt_schedule",
     "manpg",
+    "problems",
     "r_prox_sgd",
     "r_prox_spb",
     "r_spider_boost",
     "r_subgrad",
     "Status",
     "SubproblemInfo",
+    "datasets",
     "default_tol",
     "FitResult",
     "History",

@@ -38,7 +38,8 @@ MANIFOLDS = ("stiefel", "grassmann", "euclidean")
 class Block:
     """The geometry (static) and regularizer (traced) of one parameter leaf."""
 
-    def __init__(self, manifold: str, reg: Any = None, retraction: str = "polar"):
+    def __init__(self, manifold: str, reg: Any = None, retraction: str = "polar",
+                 step_scale: Any = 1.0):
         if manifold not in MANIFOLDS:
             raise ValueError(f"unknown manifold {manifold!r}; expected one of {MANIFOLDS}.")
         allowed = {"stiefel": stiefel.RETRACTIONS, "grassmann": grassmann.RETRACTIONS,
@@ -50,22 +51,25 @@ class Block:
             )
         if manifold == "grassmann" and reg is not None:
             raise ValueError("a regularizer on a Grassmann block is not supported (h must be 0).")
+        _checks.check_positive("step_scale", step_scale)
         self.manifold = manifold
         self.reg = reg
         self.retraction = retraction
+        self.step_scale = step_scale
 
     def tree_flatten(self):
-        return (self.reg,), (self.manifold, self.retraction)
+        return (self.reg, self.step_scale), (self.manifold, self.retraction)
 
     @classmethod
     def tree_unflatten(cls, aux, children):
         obj = object.__new__(cls)
         obj.manifold, obj.retraction = aux
-        (obj.reg,) = children
+        obj.reg, obj.step_scale = children
         return obj
 
     def __repr__(self):
-        return f"Block({self.manifold!r}, reg={self.reg!r}, retraction={self.retraction!r})"
+        return (f"Block({self.manifold!r}, reg={self.reg!r}, retraction={self.retraction!r}, "
+                f"step_scale={self.step_scale!r})")
 
     # -- checks ---------------------------------------------------------------
 
@@ -103,7 +107,11 @@ class Block:
         return x + v
 
     def prox_step(self, x, v, gamma, eta, info, *, tol, max_steps, linear_solver):
-        """(X_new, zeta, info) of one proximal step with gradient (estimate) v."""
+        """(X_new, zeta, info) of one proximal step with gradient (estimate) v.
+
+        The block's proximal step is ``gamma * step_scale``.
+        """
+        gamma = gamma * jnp.asarray(self.step_scale, x.dtype)
         if self.manifold == "stiefel":
             zeta, info = tangent_prox(x, v, gamma, self.reg, lam=info.lam, tol=tol,
                                       max_steps=max_steps, linear_solver=linear_solver)
@@ -122,7 +130,8 @@ class Block:
         return u
 
     def subgradient_step(self, x, g, eta):
-        """(X_new, direction): the (Riemannian) subgradient step."""
+        """(X_new, direction): the (Riemannian) subgradient step of length ``eta * step_scale``."""
+        eta = eta * jnp.asarray(self.step_scale, x.dtype)
         sub = g if self.reg is None else g + self.reg.subgradient(x)
         if self.manifold == "stiefel":
             direction = -stiefel.project(x, sub)
@@ -138,19 +147,24 @@ class Block:
         return stiefel.feasibility(x)
 
 
-def Stiefel(reg=None, retraction: str = "polar") -> Block:  # noqa: N802 - reads as a type
-    """A block on St(d, r) with regularizer ``reg`` (or None)."""
-    return Block("stiefel", reg, retraction)
+def Stiefel(reg=None, retraction: str = "polar", step_scale=1.0) -> Block:  # noqa: N802
+    """A block on St(d, r) with regularizer ``reg`` (or None).
+
+    ``step_scale`` multiplies the optimizer's proximal step gamma (the
+    subgradient step for :func:`rproxjax.r_subgrad`) for this block alone:
+    blocks with different curvature can take different steps.
+    """
+    return Block("stiefel", reg, retraction, step_scale)
 
 
-def Grassmann(retraction: str = "polar") -> Block:  # noqa: N802
+def Grassmann(retraction: str = "polar", step_scale=1.0) -> Block:  # noqa: N802
     """A block on Gr(m, r), represented by orthonormal bases; h = 0."""
-    return Block("grassmann", None, retraction)
+    return Block("grassmann", None, retraction, step_scale)
 
 
-def Euclidean(reg=None) -> Block:  # noqa: N802
+def Euclidean(reg=None, step_scale=1.0) -> Block:  # noqa: N802
     """An unconstrained block with regularizer ``reg`` (or None)."""
-    return Block("euclidean", reg)
+    return Block("euclidean", reg, "polar", step_scale)
 
 
 def is_block(node) -> bool:

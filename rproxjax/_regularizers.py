@@ -76,7 +76,8 @@ class L1(NamedTuple):
     mu: Array
 
     def value(self, x):
-        return jnp.sum(self.mu * jnp.abs(x), axis=(-2, -1))
+        # Sums over the matrix (or vector) axes; leading batch axes are kept.
+        return jnp.sum(self.mu * jnp.abs(x), axis=tuple(range(-min(jnp.ndim(x), 2), 0)))
 
     def prox(self, v, t):
         thr = t * self.mu

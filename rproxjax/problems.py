@@ -1,0 +1,209 @@
+"""The paper's applications: online sparse PCA and robust low-rank matrix completion.
+
+Online sparse PCA (the paper's eq. online-spca)::
+
+    min_{X in St(d, r)}  E_z ||z - X X^T z||^2 + mu ||X||_1,
+
+with per-sample loss f(X; z) = ||z||^2 - ||X^T z||^2 (gradient -2 z z^T X).
+
+Robust low-rank matrix completion (eqs. rmc-huang to def-hat-f): observed
+entries M_ij, (i, j) in Omega, of an m x n matrix; U on Gr(m, r), the sparse
+outliers S on Omega (stored as one value per observed entry), and V = V_{U,S}
+eliminated in closed form::
+
+    min_{U, S}  f(U, S) + gamma ||P_Omega(S)||_1,
+    f(U, S) = 1/2 ||P_Omega(U V - M + S)||^2 + lam/2 ||V||^2 - lam/2 ||P_Omega(U V)||^2.
+
+Example:
+    >>> import jax, jax.numpy as jnp, rproxjax
+    >>> from rproxjax import problems
+    >>> z = jax.random.normal(jax.random.key(0), (50, 6))
+    >>> x = rproxjax.stiefel.random_point(jax.random.key(1), 6, 2)
+    >>> bool(problems.spca_objective(x, z, 0.0) >= 0.0)
+    True
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rproxjax import _checks, stiefel
+from rproxjax._subproblem import tangent_prox
+
+__all__ = [
+    "RMCProblem",
+    "explained_variance",
+    "nonzeros",
+    "rmc_background",
+    "rmc_batch_loss",
+    "rmc_objective",
+    "rmc_problem",
+    "rmc_v",
+    "spca_grad",
+    "spca_loss",
+    "spca_objective",
+    "stationarity",
+]
+
+Array = Any
+
+
+# --------------------------------------------------------------------------- sparse PCA
+
+
+def spca_loss(x, z):
+    """Per-sample loss ||z - X X^T z||^2 = ||z||^2 - ||X^T z||^2 (X orthonormal)."""
+    xtz = x.T @ z
+    return jnp.sum(z * z) - jnp.sum(xtz * xtz)
+
+
+def spca_grad(x, z):
+    """Per-sample Euclidean gradient -2 z z^T X of :func:`spca_loss`."""
+    return -2.0 * jnp.outer(z, z @ x)
+
+
+def spca_objective(x, data, mu, chunk_size: int = 4096):
+    """F(X) = mean_i ||z_i - X X^T z_i||^2 + mu ||X||_1 over the rows z_i of ``data``.
+
+    Computed in chunks of rows (no n x d temporaries beyond a chunk).
+    """
+    n = data.shape[0]
+    total = jnp.zeros((), x.dtype)
+    for start in range(0, n, chunk_size):
+        block = data[start:start + chunk_size]
+        proj = block @ x
+        total = total + jnp.sum(block * block) - jnp.sum(proj * proj)
+    return total / n + jnp.sum(mu * jnp.abs(x))
+
+
+def explained_variance(x, data, normalized: bool = False):
+    """The paper's explained variance tr(X^T A A^T X) / tr(X X^T), A = data^T (d x n).
+
+    With ``normalized=True`` it is divided by tr(A A^T) = ||A||_F^2, the total
+    variance, giving the fraction of the variance explained by span(X) (for
+    orthonormal X; at most 1).
+    """
+    proj = data @ x
+    value = jnp.sum(proj * proj) / jnp.sum(x * x)
+    if normalized:
+        value = value / jnp.sum(data * data)
+    return value
+
+
+def nonzeros(x, threshold: float = 1e-3):
+    """Number of entries with |X_ij| > threshold (the paper's sparsity count)."""
+    return jnp.sum(jnp.abs(x) > threshold)
+
+
+def stationarity(x, full_grad, gamma, reg, *, retraction: str = "polar"):
+    """The stationarity measure ||G(X, grad f(X), gamma)|| of the paper's Definition 3.
+
+    G = (X - Retr_X(xi)) / gamma with xi the subproblem solution for the full
+    gradient (design notes section 4). Returns (||G||_F, subproblem info).
+    """
+    xi, info = tangent_prox(x, full_grad, gamma, reg)
+    return jnp.linalg.norm(x - stiefel.retract(x, xi, method=retraction)) / gamma, info
+
+
+# ------------------------------------------------------ robust low-rank matrix completion
+
+
+class RMCProblem(NamedTuple):
+    """Observed entries of an m x n matrix, as flat arrays over Omega.
+
+    Attributes:
+      rows, cols: int32 indices (i, j) of the observed entries.
+      values: M_ij at those entries.
+      lam: the weight lambda of ||P_Omega-bar(U V)||^2 (small, in (0, 1)).
+      m, n: the matrix shape (static).
+    """
+
+    rows: Array
+    cols: Array
+    values: Array
+    lam: Array
+    m: int
+    n: int
+
+
+def rmc_problem(matrix, mask, lam: float = 1e-3) -> RMCProblem:
+    """Builds an :class:`RMCProblem` from a matrix and a boolean mask of observed entries.
+
+    Args:
+      matrix: m x n array M (only the masked entries are used).
+      mask: m x n boolean array, True on Omega.
+      lam: lambda in (0, 1).
+    """
+    matrix = np.asarray(matrix)
+    mask = np.asarray(mask, dtype=bool)
+    if matrix.ndim != 2 or mask.shape != matrix.shape:
+        raise ValueError(
+            f"matrix and mask must be m x n arrays of one shape, got {matrix.shape} and "
+            f"{mask.shape}."
+        )
+    if not np.issubdtype(matrix.dtype, np.floating):
+        raise ValueError(f"matrix must be floating, got {matrix.dtype}.")
+    if not 0.0 < lam < 1.0:
+        raise ValueError(f"lam must be in (0, 1), got {lam}.")
+    if not mask.any():
+        raise ValueError("mask observes no entry.")
+    rows, cols = np.nonzero(mask)
+    return RMCProblem(jnp.asarray(rows, jnp.int32), jnp.asarray(cols, jnp.int32),
+                      jnp.asarray(matrix[rows, cols]), jnp.asarray(lam, matrix.dtype),
+                      int(matrix.shape[0]), int(matrix.shape[1]))
+
+
+def rmc_v(u, s, problem: RMCProblem):
+    """V_{U,S} = argmin_V f-bar(U, V, S), column by column (r x n).
+
+    Column j solves ((1 - lam) U_j^T U_j + lam I) v_j = U_j^T (M - S)_j, where
+    U_j holds the rows of U observed in column j.
+    """
+    r = u.shape[-1]
+    ur = u[problem.rows]
+    outer = (ur[:, :, None] * ur[:, None, :]).reshape(-1, r * r)
+    gram = jax.ops.segment_sum(outer, problem.cols, num_segments=problem.n).reshape(-1, r, r)
+    mats = (1.0 - problem.lam) * gram + problem.lam * jnp.eye(r, dtype=u.dtype)
+    rhs = jax.ops.segment_sum(ur * (problem.values - s)[:, None], problem.cols,
+                              num_segments=problem.n)
+    return jnp.linalg.solve(mats, rhs[..., None])[..., 0].T
+
+
+def rmc_objective(params, problem: RMCProblem, gamma=0.0):
+    """f(U, S) + gamma ||P_Omega(S)||_1 for ``params = {"U": U, "S": s}``."""
+    u, s = params["U"], params["S"]
+    v = rmc_v(u, s, problem)
+    pred = jnp.sum(u[problem.rows] * v.T[problem.cols], axis=-1)
+    resid = pred - problem.values + s
+    f = 0.5 * jnp.sum(resid**2) + 0.5 * problem.lam * (jnp.sum(v * v) - jnp.sum(pred**2))
+    return f + gamma * jnp.sum(jnp.abs(s))
+
+
+def rmc_batch_loss(params, batch, problem: RMCProblem):
+    """|Omega| times the mean of f-hat_ij over a batch of observed entries, V held fixed.
+
+    f-hat_ij = 1/2 (u_i^T v_j - M_ij + S_ij)^2 - lam/2 (u_i^T v_j)^2 with
+    v_j = V_{U,S} (under ``stop_gradient``), so that ``jax.grad`` gives the
+    paper's stochastic gradient nabla_1 f-hat_ij(U, V_{U,S}, S) in U and the
+    residual in S. It is an unbiased estimate of f-hat = sum over Omega (the
+    scale of the paper's objective, so gamma ||P_Omega(S)||_1 keeps its
+    meaning); use with ``rproxjax.fit(..., batched_loss=True)`` and data
+    ``jnp.arange(|Omega|)``.
+    """
+    u, s = params["U"], params["S"]
+    v = jax.lax.stop_gradient(rmc_v(u, s, problem))
+    i, j = problem.rows[batch], problem.cols[batch]
+    pred = jnp.sum(u[i] * v.T[j], axis=-1)
+    resid = pred - problem.values[batch] + s[batch]
+    return problem.rows.shape[0] * jnp.mean(0.5 * resid**2 - 0.5 * problem.lam * pred**2)
+
+
+def rmc_background(params, problem: RMCProblem):
+    """The low-rank estimate L = U V_{U,S} (m x n): one background per column/frame."""
+    u = params["U"]
+    _checks.check_point("U", u)
+    return u @ rmc_v(u, params["S"], problem)
