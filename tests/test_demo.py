@@ -1,0 +1,21 @@
+"""The README's main demonstration, in a short version (CI runs this)."""
+
+import numpy as np
+
+from rproxjax import _demo
+
+
+def test_demo_runs_and_reports(tmp_path, capsys):
+    results = _demo.run(n=3000, budget=5.0, q=10, out_dir=tmp_path, plot=True)
+    out = capsys.readouterr().out
+    assert "R-ProxSPB" in out and "expl. var." in out
+    assert (tmp_path / "demo_loss.png").stat().st_size > 1000
+    assert (tmp_path / "demo_components.png").stat().st_size > 1000
+    for name, s in results.items():
+        assert s["feasibility"] < 1e-4, name  # float32 data
+        assert s["curve_loss"][-1] < s["curve_loss"][0], name
+        assert s["ifo_over_n"] <= 5.0 + 1e-9, name  # equal budgets, never more
+        assert 0.0 < s["explained_variance"] < 1.0
+    # Sparse components: entries above the paper's threshold 1e-3.
+    assert results["R-ProxSPB"]["nonzeros"] < 0.5 * 784 * 10
+    assert np.all(np.isfinite(results["R-ProxSPB"]["params"]))
