@@ -96,11 +96,15 @@ class L1(NamedTuple):
         return jac * w
 
     def jacobian_gram(self, x, jac, basis):
-        # K_i = X^T diag(mask_{:,i}) X for each column i: shape (r, r, r).
-        d, r = x.shape
-        outer = (x[:, :, None] * x[:, None, :]).reshape(d, r * r)
-        k = (jac.T @ outer).reshape(r, r, r)
-        return _gram_blockdiag(k, basis)
+        # K_i = X^T diag(mask_{:,i}) X for each column i, (r, r, r), from its
+        # r (r + 1) / 2 distinct products (K_i is symmetric).
+        rows, cols, _ = basis
+        r = x.shape[-1]
+        packed = jac.T @ (x[:, rows] * x[:, cols])  # (r, m)
+        index = np.zeros((r, r), dtype=np.int32)
+        index[rows, cols] = np.arange(rows.size)
+        index[cols, rows] = np.arange(rows.size)
+        return _gram_blockdiag(packed[:, index], basis)
 
     def check(self, shape):
         mu_shape = jnp.shape(self.mu)
