@@ -25,7 +25,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -112,8 +112,11 @@ def stationarity(x, full_grad, gamma, reg, *, retraction: str = "polar"):
 # ------------------------------------------------------ robust low-rank matrix completion
 
 
-class RMCProblem(NamedTuple):
+@jax.tree_util.register_pytree_node_class
+class RMCProblem:
     """Observed entries of an m x n matrix, as flat arrays over Omega.
+
+    A pytree (the shape is static), so a problem can be passed into ``jax.jit``.
 
     Attributes:
       rows, cols: int32 indices (i, j) of the observed entries.
@@ -122,12 +125,16 @@ class RMCProblem(NamedTuple):
       m, n: the matrix shape (static).
     """
 
-    rows: Array
-    cols: Array
-    values: Array
-    lam: Array
-    m: int
-    n: int
+    def __init__(self, rows, cols, values, lam, m: int, n: int):
+        self.rows, self.cols, self.values, self.lam = rows, cols, values, lam
+        self.m, self.n = m, n
+
+    def tree_flatten(self):
+        return (self.rows, self.cols, self.values, self.lam), (self.m, self.n)
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(*children, *aux)
 
 
 def rmc_problem(matrix, mask, lam: float = 1e-3) -> RMCProblem:
