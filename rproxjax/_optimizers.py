@@ -133,6 +133,28 @@ def _prox_steps(blocks, params, v, gamma, eta, infos, tol, max_steps, linear_sol
     return new, zeta, info, bad
 
 
+def _guarded_prox_update(blocks, params, v, state, learning_rate, gamma, tol, max_steps,
+                         linear_solver):
+    """The proximal step shared by R-ProxSGD and R-ProxSPB, guarded against non-finite values.
+
+    Returns (updates, ok, (count, ssn, zeta_norm, halted)) for the new state.
+    """
+    dtype = _dtype(params)
+    eta = _value(learning_rate, state.count, dtype)
+    gam = _value(gamma, state.count, dtype)
+    x_new, zeta, info, bad = _prox_steps(
+        blocks, params, v, gam, eta, state.ssn, tol, max_steps, linear_solver)
+    ok = (~state.halted) & (~bad) & _all_finite(x_new) & _all_finite(v)
+    updates = _guarded(ok, _delta(x_new, params), _zeros_like(params))
+    common = (
+        state.count + 1,
+        _guarded(ok, info, state.ssn),
+        jnp.where(ok, jnp.sqrt(total_sq_norm(zeta)), state.zeta_norm),
+        ~ok,
+    )
+    return updates, ok, common
+
+
 def _delta(new, old):
     return jax.tree.map(lambda a, b: a - b, new, old)
 
@@ -275,21 +297,11 @@ def r_prox_sgd(
     def update(grads, state, params=None, **extra_args):
         del extra_args
         _check(blocks, params, grads)
-        dtype = _dtype(params)
-        eta = _value(learning_rate, state.count, dtype)
-        gam = _value(gamma, state.count, dtype)
-        x_new, zeta, info, bad = _prox_steps(
-            blocks, params, grads, gam, eta, state.ssn, ssn_tol, ssn_max_steps, linear_solver
+        updates, ok, common = _guarded_prox_update(
+            blocks, params, grads, state, learning_rate, gamma, ssn_tol, ssn_max_steps,
+            linear_solver,
         )
-        ok = (~state.halted) & (~bad) & _all_finite(x_new) & _all_finite(grads)
-        updates = _guarded(ok, _delta(x_new, params), _zeros_like(params))
-        new_state = ProxSGDState(
-            state.count + 1,
-            _guarded(ok, info, state.ssn),
-            jnp.where(ok, jnp.sqrt(total_sq_norm(zeta)), state.zeta_norm),
-            ~ok,
-        )
-        return updates, new_state
+        return updates, ProxSGDState(*common)
 
     return _transformation(init, update, blocks)
 
@@ -376,23 +388,13 @@ def r_prox_spb(
             v = grads if refresh else sarah()
         else:
             v = lax.cond(refresh, lambda: grads, sarah)
-        dtype = _dtype(params)
-        eta = _value(learning_rate, state.count, dtype)
-        gam = _value(gamma, state.count, dtype)
-        x_new, zeta, info, bad = _prox_steps(
-            blocks, params, v, gam, eta, state.ssn, ssn_tol, ssn_max_steps, linear_solver
+        updates, ok, common = _guarded_prox_update(
+            blocks, params, v, state, learning_rate, gamma, ssn_tol, ssn_max_steps,
+            linear_solver,
         )
-        ok = (~state.halted) & (~bad) & _all_finite(x_new) & _all_finite(v)
-        updates = _guarded(ok, _delta(x_new, params), _zeros_like(params))
-        new_state = ProxSPBState(
-            state.count + 1,
-            _guarded(ok, info, state.ssn),
-            jnp.where(ok, jnp.sqrt(total_sq_norm(zeta)), state.zeta_norm),
-            ~ok,
-            _guarded(ok, v, state.v),
-            _guarded(ok, params, state.prev_params),
+        return updates, ProxSPBState(
+            *common, _guarded(ok, v, state.v), _guarded(ok, params, state.prev_params)
         )
-        return updates, new_state
 
     return _transformation(init, update, blocks, refresh_every=q)
 
