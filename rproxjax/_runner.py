@@ -172,6 +172,7 @@ def fit(
     batch_size: int,
     num_epochs: int | None = None,
     num_steps: int | None = None,
+    steps_per_epoch: int | None = None,
     opt_state=None,
     reg=None,
     refresh_every: int | None = None,
@@ -218,6 +219,12 @@ def fit(
       num_epochs: epochs to run (finite-sum mode).
       num_steps: steps to run (online mode; in finite-sum mode rounded up to
         whole epochs).
+      steps_per_epoch: finite-sum mode: steps per compiled epoch (default
+        n // batch_size, a pass over the data; for R-ProxSPB rounded down to
+        whole blocks of q steps, at least one). Each epoch draws a fresh
+        permutation and uses its first ``steps_per_epoch * batch_size``
+        indices, so shorter epochs only make the recorded curves
+        (``epoch_loss``, ``epoch_ifo``, ``epoch_time``) finer.
       opt_state: a state to resume from (default ``optimizer.init(params)``).
       reg: the regularizer h, used only to report F = f + h (default: the
         optimizer's blocks' regularizers, if it records them).
@@ -306,11 +313,14 @@ def fit(
     def full_grad(x):
         return _chunked_mean(lambda b: batch_grad(x, b), data, n, chunk_size)
 
-    steps_per_epoch = n // batch_size
+    if steps_per_epoch is None:
+        steps_per_epoch = n // batch_size
+        if refresh_every is not None:  # a pass of SARAH steps: (n // b) // (q - 1) blocks
+            steps_per_epoch = max(1, steps_per_epoch // (refresh_every - 1)) * refresh_every
+    elif not isinstance(steps_per_epoch, int) or steps_per_epoch < 1:
+        raise ValueError(f"steps_per_epoch must be a positive int, got {steps_per_epoch!r}.")
     if refresh_every is not None:
-        q = refresh_every
-        num_blocks = max(1, steps_per_epoch // (q - 1))
-        steps_per_epoch = num_blocks * q
+        steps_per_epoch = max(1, steps_per_epoch // refresh_every) * refresh_every
     if num_epochs is None:
         if num_steps is None:
             raise ValueError("give num_epochs (or num_steps) in finite-sum mode.")

@@ -203,3 +203,23 @@ def test_progress_lines_between_epochs(planted, capsys):
                  num_epochs=2, progress=True)
     err = capsys.readouterr().err
     assert "epoch 1/2" in err and "epoch 2/2" in err and "IFO/n = 2.00" in err
+
+
+def test_steps_per_epoch_gives_finer_curves(planted):
+    data, x0, _ = planted
+    res = rproxjax.fit(_sgd(0.1), _loss, x0, data, key=jax.random.key(0), batch_size=30,
+                       num_epochs=5, steps_per_epoch=4)
+    np.testing.assert_array_equal(res.epoch_ifo, 120 * np.arange(6))
+    assert res.history.ifo.shape == (20,)
+    # F after each short epoch is the full objective at that point (decreasing here).
+    assert float(res.epoch_loss[-1]) < float(res.epoch_loss[0])
+    # R-ProxSPB: rounded down to whole blocks of q steps (at least one block).
+    spb = rproxjax.r_prox_spb(0.2, 0.05, rproxjax.l1(0.1), q=5)
+    res = rproxjax.fit(spb, _loss, x0, data, key=jax.random.key(0), batch_size=30,
+                       num_epochs=3, steps_per_epoch=12)
+    assert res.history.refresh.shape == (3 * 10,)
+    np.testing.assert_array_equal(res.epoch_ifo, (2 * (1200 + 4 * 60)) * np.arange(4))
+    for bad in (0, -3, 2.5):
+        with pytest.raises(ValueError, match="steps_per_epoch"):
+            rproxjax.fit(_sgd(0.1), _loss, x0, data, key=jax.random.key(0), batch_size=30,
+                         num_epochs=1, steps_per_epoch=bad)
