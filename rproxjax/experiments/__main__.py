@@ -1,0 +1,49 @@
+"""``python -m rproxjax.experiments NAME [NAME ...] [--size tiny] [--out results]``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv=None) -> int:
+    import jax
+
+    jax.config.update("jax_enable_x64", True)  # the paper's experiments run in float64
+
+    from rproxjax import experiments
+
+    parser = argparse.ArgumentParser(
+        prog="python -m rproxjax.experiments",
+        description="Runs the paper's experiments from named configurations; results resume "
+                    "from <out>/<name>.json.")
+    parser.add_argument("names", nargs="*", help="configurations to run, or 'all'")
+    parser.add_argument("--list", action="store_true", help="list the configurations")
+    parser.add_argument("--size", default="paper", choices=("paper", "tiny"))
+    parser.add_argument("--out", default="results", help="folder for JSON files and figures")
+    parser.add_argument("--force", action="store_true", help="recompute saved results")
+    parser.add_argument("--no-plot", action="store_true")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    args = parser.parse_args(argv)
+    if args.list or not args.names:
+        for name, cfg in experiments.CONFIGS.items():
+            print(f"{name:18s} {cfg}")
+        return 0
+    names = list(experiments.CONFIGS) if args.names == ["all"] else args.names
+    for name in names:
+        experiments.get_config(name, args.size)  # fail early on a bad name
+    for name in names:
+        result = experiments.run(name, size=args.size, out_dir=args.out, force=args.force,
+                                 progress=not args.quiet)
+        claims = result["summary"]["claims"]
+        print(f"{name}: {sum(c['pass'] for c in claims)}/{len(claims)} claims pass")
+        for c in claims:
+            print(f"  [{'pass' if c['pass'] else 'FAIL'}] {c['claim']}: {c['numbers']}")
+        if not args.no_plot:
+            for path in experiments.plot(result, args.out):
+                print(f"  saved {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

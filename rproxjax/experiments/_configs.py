@@ -1,0 +1,154 @@
+"""The named experiment configurations, at the paper's size and at a tiny size for CI."""
+
+from __future__ import annotations
+
+import dataclasses
+
+# The paper's step-size grid {5e-5, 1e-4, 5e-4, ..., 1}.
+PAPER_ETAS = (5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 1e-2, 5e-2, 1e-1, 5e-1, 1.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class SPCAConfig:
+    """Online sparse PCA, the paper's Figures 1-3 (R-ProxSPB, R-ProxSGD, R-Subgrad, ManPG).
+
+    Attributes:
+      dataset: "mnist" or "fashion_mnist" (the stand-in for COIL-100).
+      n: samples (a seeded subset; None for every shipped sample).
+      r: components.
+      mus: the l1 weights mu, one panel each.
+      budget: IFO/n of the reported runs.
+      grid_budget: IFO/n of the step-size grid search.
+      etas: the step-size grid (eta0 of R-ProxSGD and R-Subgrad, eta of R-ProxSPB).
+      batch_size: |S| of R-ProxSGD and R-Subgrad, |S2| of R-ProxSPB.
+      q: R-ProxSPB's refresh period (|S1| = n).
+      gamma: the proximal step of the subproblem (R-ProxSGD, R-ProxSPB).
+      points_per_ifo: curve points per IFO/n for the minibatch methods.
+      variance_steps: iterations of the gradient-estimate variance runs.
+      dtype: "float64" (as the paper's MATLAB code) or "float32".
+      seed: seeds the subset, X0 and the sampling.
+    """
+
+    dataset: str
+    r: int
+    mus: tuple
+    n: int | None = None
+    budget: float = 6.0
+    grid_budget: float = 1.0
+    etas: tuple = PAPER_ETAS
+    batch_size: int = 100
+    q: int = 100
+    gamma: float = 1.0
+    points_per_ifo: int = 4
+    variance_steps: int = 200
+    dtype: str = "float64"
+    seed: int = 0
+    kind: str = "spca"
+
+
+@dataclasses.dataclass(frozen=True)
+class PeersConfig:
+    """Table added_exp: R-ProxSPB against SPAMS and scikit-learn's MiniBatchSparsePCA.
+
+    Every method gets the same batch size and the same budget of sample gradients: R-ProxSPB
+    runs ``iterations`` iterations (|S1| = n every q, |S2| = batch_size), and its IFO count is
+    the budget of the peers. Each method sweeps its own sparsity parameter.
+
+    Attributes:
+      dataset, n, r, batch_size, q, gamma, eta, dtype, seed: as in :class:`SPCAConfig`
+        (eta: R-ProxSPB's step).
+      iterations: R-ProxSPB iterations (the paper: 1000, batch size 100).
+      mus: R-ProxSPB's l1 weights.
+      spams_penalties: SPAMS's gamma1 (||d||_2^2 + gamma1 ||d||_1 <= 1).
+      sklearn_penalties: MiniBatchSparsePCA's alpha.
+    """
+
+    dataset: str
+    r: int = 10
+    n: int | None = None
+    iterations: int = 1000
+    batch_size: int = 100
+    q: int = 100
+    gamma: float = 1.0
+    eta: float = 5e-3
+    mus: tuple = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6)
+    spams_penalties: tuple = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0)
+    sklearn_penalties: tuple = (0.1, 0.3, 1.0, 3.0, 10.0)
+    dtype: str = "float64"
+    seed: int = 0
+    kind: str = "peers"
+
+
+@dataclasses.dataclass(frozen=True)
+class RMCConfig:
+    """Robust low-rank matrix completion on the surveillance video (the paper's rmc figure).
+
+    Attributes:
+      n_frames, frame_step, rows, cols: the frames (every ``frame_step``-th) and the crop
+        (``(start, stop, step)`` triples) of the 72 x 96 video.
+      rank: r of U in Gr(m, r).
+      observed: fraction of entries observed (Omega).
+      outliers: fraction of entries with an added outlier of magnitude U(0.5, 1).
+      reg_weight: the l1 weight gamma of ||P_Omega(S)||_1.
+      lam: the weight lambda of the unobserved entries.
+      budget: stochastic gradients, in units of |Omega| (R-ProxSPB: whole blocks within it).
+      batch_fraction: minibatch size / |Omega| (R-ProxSGD, R-Subgrad, R-ProxSPB's |S2|).
+      q: R-ProxSPB's refresh period (|S1| = |Omega|).
+      etas: step grid, in units of 1/|Omega| (the paper: 10^-j / |Omega|, j = 0..4).
+      step_scales: the S block's step relative to U's, in units of |Omega|.
+      seeds: one run per seed (mask, outliers, sampling).
+    """
+
+    n_frames: int = 200
+    frame_step: int = 1
+    rows: tuple = (0, 72, 1)
+    cols: tuple = (0, 96, 1)
+    rank: int = 2
+    observed: float = 0.5
+    outliers: float = 0.1
+    reg_weight: float = 0.3
+    lam: float = 1e-3
+    budget: float = 4.0
+    batch_fraction: float = 0.1
+    q: int = 5
+    etas: tuple = (1.0, 1e-1, 1e-2, 1e-3, 1e-4)
+    step_scales: tuple = (0.1, 0.3)
+    seeds: tuple = (0, 1, 2)
+    dtype: str = "float64"
+    kind: str = "rmc"
+
+
+CONFIGS = {
+    "spca-mnist-r10": SPCAConfig("mnist", r=10, mus=(0.2, 0.4)),
+    "spca-fashion-r10": SPCAConfig("fashion_mnist", r=10, mus=(0.2, 0.4)),
+    "spca-mnist-r15": SPCAConfig("mnist", r=15, mus=(0.2, 0.4, 0.8)),
+    "spca-fashion-r15": SPCAConfig("fashion_mnist", r=15, mus=(0.2, 0.4, 0.8)),
+    "peers-mnist": PeersConfig("mnist"),
+    "peers-fashion": PeersConfig("fashion_mnist"),
+    "rmc-video": RMCConfig(),
+}
+
+# CI-sized versions: every code path, seconds of arithmetic (compilation dominates).
+_TINY = {
+    "spca": dict(n=400, r=2, budget=1.0, grid_budget=0.5, etas=(5e-3, 5e-2), batch_size=20,
+                 q=5, points_per_ifo=2, variance_steps=5),
+    "peers": dict(n=400, r=2, iterations=20, batch_size=20, q=5, mus=(0.2, 0.8),
+                  spams_penalties=(0.0, 2.0), sklearn_penalties=(1.0,)),
+    "rmc": dict(n_frames=12, frame_step=10, rows=(20, 44, 3), cols=(30, 62, 3),
+                etas=(1.0, 0.1), step_scales=(0.3,), seeds=(0,)),
+}
+
+
+def get_config(name: str, size: str = "paper"):
+    """The configuration ``name`` at ``size`` ("paper" or "tiny")."""
+    if name not in CONFIGS:
+        raise ValueError(f"unknown experiment {name!r}; choose from {sorted(CONFIGS)}.")
+    if size not in ("paper", "tiny"):
+        raise ValueError(f"size must be 'paper' or 'tiny', got {size!r}.")
+    config = CONFIGS[name]
+    if size == "tiny":
+        tiny = dict(_TINY[config.kind])
+        if config.kind == "spca":
+            tiny["mus"] = config.mus[:1]
+        config = dataclasses.replace(config, **tiny)
+    return config

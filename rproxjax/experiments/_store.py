@@ -1,0 +1,115 @@
+"""Results files: ``<out>/<name>.json`` with every number, the machine, and resumable units.
+
+An experiment is a list of *units* (one grid search, one run of one method at one mu, ...).
+Each finished unit is written to the file at once, so an interrupted run resumes from the
+units already saved instead of recomputing them. A file whose configuration differs from
+the requested one is not reused (the caller asks for ``force=True`` to overwrite it).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import pathlib
+import platform
+import sys
+import tempfile
+
+import jax
+import numpy as np
+
+
+def machine() -> dict:
+    """Where and with what a result was computed."""
+    import optax
+
+    from rproxjax import __version__
+
+    dev = jax.devices()[0]
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "python": sys.version.split()[0],
+        "jax": jax.__version__,
+        "optax": optax.__version__,
+        "rproxjax": __version__,
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "device": f"{dev.platform}: {dev.device_kind}",
+        "x64": bool(jax.config.jax_enable_x64),
+    }
+
+
+def to_json(value):
+    """NumPy/JAX scalars and arrays as plain JSON (lists, floats; NaN/inf as strings)."""
+    if isinstance(value, dict):
+        return {str(k): to_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_json(v) for v in value]
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        value = np.asarray(value)
+        if value.ndim:
+            return [to_json(v) for v in value.tolist()]
+        value = value.item()
+    if isinstance(value, float) and not np.isfinite(value):
+        return str(value)  # "nan", "inf": valid JSON; float() reads them back
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating,)):
+        return to_json(float(value))
+    return value
+
+
+class Store:
+    """The results file of one experiment, written after every unit."""
+
+    def __init__(self, out_dir, name: str, config: dict, *, force: bool = False):
+        self.path = pathlib.Path(out_dir) / f"{name}.json"
+        self.config = to_json(config)
+        self.data = None
+        if self.path.exists() and not force:
+            data = json.loads(self.path.read_text())
+            if data.get("config") != self.config:
+                raise ValueError(
+                    f"{self.path} holds results of another configuration of {name!r}; "
+                    "pass force=True (--force) to overwrite it, or another output folder."
+                )
+            self.data = data
+        if self.data is None:
+            self.data = {"name": name, "config": self.config, "machine": machine(),
+                         "units": {}, "complete": False}
+
+    def has(self, key: str) -> bool:
+        return key in self.data["units"]
+
+    def get(self, key: str):
+        return self.data["units"][key]
+
+    def put(self, key: str, value) -> None:
+        self.data["units"][key] = to_json(value)
+        self.data["machine"] = machine()
+        self.write()
+
+    def finish(self, summary: dict) -> dict:
+        self.data["summary"] = to_json(summary)
+        self.data["complete"] = True
+        self.write()
+        return self.data
+
+    def write(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, suffix=".json.tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump(self.data, f, indent=1)
+        os.replace(tmp, self.path)  # atomic: an interrupted write never corrupts the file
+
+
+def load(path) -> dict:
+    """Reads a results file written by :func:`rproxjax.experiments.run`."""
+    path = pathlib.Path(path)
+    if not path.exists():
+        raise FileNotFoundError(
+            f"no results file {path}: run `python -m rproxjax.experiments {path.stem}` first."
+        )
+    return json.loads(path.read_text())
