@@ -1,0 +1,137 @@
+"""Every experiment configuration end to end at its tiny size, results files, resume, CLI.
+
+The tiny runs go to one folder per test session (``tiny_results`` in conftest.py), which the
+notebook tests reuse: the notebooks' small versions then resume instead of recomputing.
+"""
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from rproxjax import experiments
+from rproxjax.experiments import __main__ as cli
+
+SPCA = [name for name, cfg in experiments.CONFIGS.items() if cfg.kind == "spca"]
+
+
+def _run(name, out_dir):
+    if experiments.CONFIGS[name].kind == "peers":
+        pytest.importorskip("spams")
+        pytest.importorskip("sklearn")
+    return experiments.run(name, size="tiny", out_dir=out_dir, progress=False)
+
+
+def _check_file(result, out_dir):
+    on_disk = json.loads((out_dir / f"{result['name']}.json").read_text())
+    assert on_disk["complete"] and on_disk["summary"] == result["summary"]
+    for field in ("date", "jax", "device", "cpu_count", "rproxjax"):
+        assert on_disk["machine"][field]
+    claims = on_disk["summary"]["claims"]
+    assert claims and all(isinstance(c["pass"], bool) and c["numbers"] for c in claims)
+    paths = experiments.plot(on_disk, out_dir)
+    assert paths and all(p.stat().st_size > 10_000 for p in paths)
+
+
+@pytest.mark.parametrize("name", SPCA)
+def test_sparse_pca_configuration_end_to_end(name, tiny_results):
+    result = _run(name, tiny_results)
+    _check_file(result, tiny_results)
+    cfg, units = result["config"], result["units"]
+    n = units["setup"]["n"]
+    for method in ("R-ProxSPB", "R-ProxSGD", "R-Subgrad"):
+        grid = units[f"grid/{method}"]
+        loss = np.asarray(grid["loss"], float)
+        assert loss.shape == (len(cfg["mus"]), len(cfg["etas"]))
+        for i, mu in enumerate(cfg["mus"]):
+            run = units[f"run/{method}/mu={mu}"]
+            # the chosen step is the grid's best by its loss
+            assert run["eta"] == cfg["etas"][int(np.argmin(loss[i]))]
+    for mu in cfg["mus"]:
+        for method in ("R-ProxSPB", "R-ProxSGD", "R-Subgrad", "ManPG"):
+            run = units[f"run/{method}/mu={mu}"]
+            assert run["feasibility"] < 1e-10 and not run["halted"]
+            ifo = np.asarray(run["ifo_over_n"])
+            assert ifo[0] == 0 and np.all(np.diff(ifo) > 0)
+            assert np.all(np.diff(np.asarray(run["time"])) > 0)
+            assert np.isfinite(run["stationarity"]) and run["stationarity"] >= 0
+        # ManPG spends n sample gradients per iteration.
+        np.testing.assert_allclose(np.diff(units[f"run/ManPG/mu={mu}"]["ifo_over_n"]), 1.0)
+        # R-ProxSPB: at a refresh |S1| = n, so V_t is the full gradient (zero variance).
+        spb = units[f"variance/R-ProxSPB/mu={mu}"]
+        var, refresh = np.asarray(spb["variance"], float), np.asarray(spb["refresh"])
+        assert var.shape == (cfg["variance_steps"],) and refresh[0]
+        assert np.all(var[refresh] < 1e-20) and np.all(var[~refresh] > 0)
+        sgd = np.asarray(units[f"variance/R-ProxSGD/mu={mu}"]["variance"], float)
+        assert np.all(sgd > 0)
+    assert len(result["summary"]["table"]) == 4 * len(cfg["mus"])
+    assert n == 400
+
+
+def test_rmc_configuration_end_to_end(tiny_results):
+    result = _run("rmc-video", tiny_results)
+    _check_file(result, tiny_results)
+    units, cfg = result["units"], result["config"]
+    nnz = units["setup/seed=0"]["nnz"]
+    for method in ("R-ProxSPB", "R-ProxSGD", "R-Subgrad"):
+        run = units[f"run/{method}/seed=0"]
+        assert run["U_orthonormality"] < 1e-10
+        assert run["ifo_over_nnz"] <= cfg["budget"] + 1e-9
+        assert run["F"] == pytest.approx(min(np.asarray(run["grid_F"], float)), rel=1e-9)
+        assert run["error"] < units["setup/seed=0"]["error0"]
+        assert len(run["background_frame"]) == units["setup/seed=0"]["m"]
+    assert nnz > 0 and len(result["summary"]["table"]) == 3
+
+
+def test_peers_configuration_end_to_end(tiny_results):
+    result = _run("peers-mnist", tiny_results)
+    _check_file(result, tiny_results)
+    table = result["summary"]["table"]
+    ours = [row for row in table if row["method"] == "R-ProxSPB"]
+    budget = ours[0]["ifo"]
+    assert {row["method"] for row in table} == {"R-ProxSPB", "SPAMS", "MiniBatchSparsePCA"}
+    for row in table:
+        assert 0 <= row["explained_variance"] <= 1 and 0 <= row["adjusted_variance"] <= 1
+        assert row["wall_time"] > 0
+    for row in ours:
+        assert row["orthonormality"] < 1e-10 and row["ifo"] == budget
+    # more mu, sparser loadings
+    assert ours[-1]["nonzeros"] <= ours[0]["nonzeros"]
+
+
+def test_resume_reads_saved_units_and_refuses_another_configuration(tiny_results, monkeypatch):
+    name = "spca-fashion-r10"
+    first = _run(name, tiny_results)
+    from rproxjax.experiments import _spca
+
+    def fail(*args, **kwargs):
+        raise AssertionError("a saved unit was recomputed")
+
+    monkeypatch.setattr(_spca, "_run", fail)
+    monkeypatch.setattr(_spca, "_grid_search", fail)
+    again = _run(name, tiny_results)
+    assert again["units"] == first["units"]
+    other = dataclasses.replace(experiments.get_config(name, "tiny"), seed=7)
+    with pytest.raises(ValueError, match="another configuration"):
+        experiments.run(name, out_dir=tiny_results, config=other, progress=False)
+
+
+def test_bad_names_and_sizes():
+    with pytest.raises(ValueError, match="unknown experiment"):
+        experiments.get_config("spca-coil100")
+    with pytest.raises(ValueError, match="size"):
+        experiments.get_config("rmc-video", size="huge")
+    with pytest.raises(FileNotFoundError, match="python -m rproxjax.experiments"):
+        experiments.load("no/such/spca-mnist-r10.json")
+
+
+def test_command_line(tiny_results, capsys):
+    assert cli.main(["--list"]) == 0
+    assert "spca-mnist-r10" in capsys.readouterr().out
+    assert cli.main(["spca-mnist-r10", "--size", "tiny", "--out", str(tiny_results),
+                     "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "claims pass" in out and "saved" in out
+    with pytest.raises(ValueError, match="unknown experiment"):
+        cli.main(["nope", "--size", "tiny"])
