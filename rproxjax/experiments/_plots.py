@@ -54,7 +54,7 @@ def spca_figures(result: dict) -> dict:
     mus = cfg["mus"]
     n = units["setup"]["n"]
     fig, axes = plt.subplots(len(mus), 3, figsize=(13, 3.4 * len(mus)), squeeze=False)
-    for row, mu in zip(axes, mus, strict=False):
+    for row, mu in zip(axes, mus, strict=True):
         for method in ("R-ProxSPB", "R-ProxSGD", "R-Subgrad", "ManPG"):
             run = units[f"run/{method}/mu={mu}"]
             label = method if run["eta"] is None else f"{method} (eta={run['eta']:g})"
@@ -89,11 +89,11 @@ def peers_figures(result: dict) -> dict:
     for method in dict.fromkeys(row["method"] for row in rows):
         sub = [row for row in rows if row["method"] == method]
         nnz = [row["nonzeros_normalized"] for row in sub]
-        for ax, metric in zip(axes, ("explained_variance", "adjusted_variance"), strict=False):
+        for ax, metric in zip(axes, ("explained_variance", "adjusted_variance"), strict=True):
             ax.plot(nnz, [row[metric] for row in sub], marker="o", color=COLORS[method],
                     label=method)
     for ax, title in zip(axes, ("explained variance tr(X^T A A^T X) / tr(X^T X) / ||A||_F^2",
-                                "adjusted variance (QR of A^T X, Zou et al. 2006)"), strict=False):
+                                "adjusted variance (QR of A^T X, Zou et al. 2006)"), strict=True):
         ax.set_xscale("log")
         total = result["units"]["setup"]["d"] * cfg["r"]
         ax.set_xlabel(f"nonzeros of X (|X_ij| > 1e-3, unit columns; of {total})")
@@ -119,7 +119,7 @@ def rmc_figures(result: dict) -> dict:
         panels.append((f"{method}\ntime = {row['time']:.2f} s, error = {row['error']:.4f}",
                        images[method]))
     fig, axes = plt.subplots(1, len(panels), figsize=(2.6 * len(panels), 2.6))
-    for ax, (title, img) in zip(axes, panels, strict=False):
+    for ax, (title, img) in zip(axes, panels, strict=True):
         img = np.asarray(img, dtype=float).reshape(shape)
         ax.imshow(np.where(np.isfinite(img), img, 0.0), cmap="gray", vmin=0, vmax=1)
         ax.set_title(title, fontsize=8)

@@ -194,14 +194,15 @@ def summarize(data: dict) -> dict:
     by = {row["method"]: row for row in table}
     claims = []
     for method in ("R-ProxSPB", "R-ProxSGD"):
-        f_wins = sum(a < b for a, b in zip(by[method]["F_per_seed"], by["R-Subgrad"]["F_per_seed"], strict=False))
+        f_wins = sum(a < b for a, b in zip(by[method]["F_per_seed"],
+                                           by["R-Subgrad"]["F_per_seed"], strict=True))
         claims.append({
             "claim": f"{method} reaches a lower objective F than R-Subgrad at equal budget",
             "pass": f_wins == len(seeds),
             "numbers": f"{f_wins}/{len(seeds)} seeds; mean F {by[method]['F']:.5g} vs "
                        f"{by['R-Subgrad']['F']:.5g}"})
         e_wins = sum(a < b for a, b in zip(by[method]["error_per_seed"],
-                                           by["R-Subgrad"]["error_per_seed"], strict=False))
+                                           by["R-Subgrad"]["error_per_seed"], strict=True))
         claims.append({
             "claim": f"{method}'s background is closer to the temporal median than "
                      "R-Subgrad's at equal budget",
