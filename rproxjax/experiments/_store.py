@@ -38,6 +38,8 @@ def machine() -> dict:
         "cpu_count": os.cpu_count(),
         "device": f"{dev.platform}: {dev.device_kind}",
         "x64": bool(jax.config.jax_enable_x64),
+        # other work on the machine slows the timed curves: the 1/5/15-minute load averages
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
     }
 
 
