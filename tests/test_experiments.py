@@ -135,3 +135,6 @@ def test_command_line(tiny_results, capsys):
     assert "claims pass" in out and "saved" in out
     with pytest.raises(ValueError, match="unknown experiment"):
         cli.main(["nope", "--size", "tiny"])
+    assert cli.main(["--report", "--out", str(tiny_results)]) == 0
+    report = (tiny_results / "README.md").read_text()
+    assert "## spca-mnist-r10" in report and "claims" in report.lower()

@@ -24,7 +24,14 @@ def main(argv=None) -> int:
     parser.add_argument("--force", action="store_true", help="recompute saved results")
     parser.add_argument("--no-plot", action="store_true")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    parser.add_argument("--report", action="store_true",
+                        help="(re)write <out>/README.md from the saved results")
     args = parser.parse_args(argv)
+    if args.report and not args.names:
+        from rproxjax.experiments._report import write_report
+
+        print(f"wrote {write_report(args.out)}")
+        return 0
     if args.list or not args.names:
         for name, cfg in experiments.CONFIGS.items():
             print(f"{name:18s} {cfg}")
@@ -42,6 +49,10 @@ def main(argv=None) -> int:
         if not args.no_plot:
             for path in experiments.plot(result, args.out):
                 print(f"  saved {path}")
+    if args.report:
+        from rproxjax.experiments._report import write_report
+
+        print(f"wrote {write_report(args.out)}")
     return 0
 
 
