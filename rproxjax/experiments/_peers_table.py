@@ -36,7 +36,8 @@ def _ours(cfg, mu, data, x0):
     from rproxjax.experiments._peers import loadings_metrics
 
     data.shape[0]
-    opt = rproxjax.r_prox_spb(cfg.eta, cfg.gamma, rproxjax.l1(mu), q=cfg.q)
+    opt = rproxjax.r_prox_spb(cfg.eta, cfg.gamma, rproxjax.l1(mu), q=cfg.q,
+                              ssn_tol=cfg.ssn_tol)
     blocks = max(1, cfg.iterations // cfg.q)
     start = time.perf_counter()
     res = rproxjax.fit(opt, problems.spca_loss, x0, jnp.asarray(data),
@@ -46,8 +47,8 @@ def _ours(cfg, mu, data, x0):
     wall = time.perf_counter() - start
     out = {"method": "R-ProxSPB", "penalty": mu,
            "config": f"rproxjax.r_prox_spb(eta={cfg.eta}, gamma={cfg.gamma}, l1({mu}), "
-                     f"q={cfg.q}); {blocks * cfg.q} iterations, |S2| = {cfg.batch_size}, "
-                     f"|S1| = n, X0 random on St(d, r)",
+                     f"q={cfg.q}, ssn_tol={cfg.ssn_tol}); {blocks * cfg.q} iterations, "
+                     f"|S2| = {cfg.batch_size}, |S1| = n, X0 random on St(d, r)",
            "wall_time": float(res.epoch_time[-1]), "wall_time_with_compile": wall,
            "ifo": int(res.epoch_ifo[-1]), "loss": float(res.epoch_loss[-1])}
     out.update(loadings_metrics(x, data))

@@ -51,9 +51,10 @@ def optimizer(method: str, eta, mu, cfg, *, lipschitz=None):
     """The optimizer of ``method`` with step ``eta`` and l1 weight ``mu`` (arrays allowed)."""
     reg = rproxjax.l1(mu)
     if method == "R-ProxSPB":
-        return rproxjax.r_prox_spb(eta, cfg.gamma, reg, q=cfg.q)
+        return rproxjax.r_prox_spb(eta, cfg.gamma, reg, q=cfg.q, ssn_tol=cfg.ssn_tol)
     if method == "R-ProxSGD":
-        return rproxjax.r_prox_sgd(rproxjax.inverse_sqrt_schedule(eta), cfg.gamma, reg)
+        return rproxjax.r_prox_sgd(rproxjax.inverse_sqrt_schedule(eta), cfg.gamma, reg,
+                                   ssn_tol=cfg.ssn_tol)
     if method == "R-Subgrad":
         return rproxjax.r_subgrad(rproxjax.inverse_sqrt_schedule(eta), reg)
     if method == "ManPG":
