@@ -48,6 +48,9 @@ def test_sparse_pca_configuration_end_to_end(name, tiny_results):
             run = units[f"run/{method}/mu={mu}"]
             # the chosen step is the grid's best by its loss
             assert run["eta"] == cfg["etas"][int(np.argmin(loss[i]))]
+    # every method's grid search had the same budget (one R-ProxSPB block here)
+    grid_ifo = {units[f"grid/{m}"]["ifo_over_n"] for m in ("R-ProxSPB", "R-ProxSGD", "R-Subgrad")}
+    assert len(grid_ifo) == 1 and grid_ifo.pop() >= cfg["grid_budget"]
     for mu in cfg["mus"]:
         for method in ("R-ProxSPB", "R-ProxSGD", "R-Subgrad", "ManPG"):
             run = units[f"run/{method}/mu={mu}"]
@@ -84,8 +87,9 @@ def test_rmc_configuration_end_to_end(tiny_results):
     assert nnz > 0 and len(result["summary"]["table"]) == 3
 
 
-def test_peers_configuration_end_to_end(tiny_results):
-    result = _run("peers-mnist", tiny_results)
+@pytest.mark.parametrize("name", ["peers-mnist", "peers-fashion"])
+def test_peers_configuration_end_to_end(name, tiny_results):
+    result = _run(name, tiny_results)
     _check_file(result, tiny_results)
     table = result["summary"]["table"]
     ours = [row for row in table if row["method"] == "R-ProxSPB"]

@@ -223,3 +223,15 @@ def test_steps_per_epoch_gives_finer_curves(planted):
         with pytest.raises(ValueError, match="steps_per_epoch"):
             rproxjax.fit(_sgd(0.1), _loss, x0, data, key=jax.random.key(0), batch_size=30,
                          num_epochs=1, steps_per_epoch=bad)
+
+
+def test_full_batch_steps_use_the_data_set_as_is(planted):
+    """batch_size = n: every step sees the whole data set (no permuted copy), so the run
+    does not depend on the key or on the order of the samples."""
+    data, x0, _ = planted
+    kw = dict(batch_size=data.shape[0], num_epochs=3)
+    a = rproxjax.fit(_sgd(0.2), _loss, x0, data, key=jax.random.key(0), **kw)
+    b = rproxjax.fit(_sgd(0.2), _loss, x0, data[::-1], key=jax.random.key(9), **kw)
+    np.testing.assert_allclose(a.params, b.params, atol=1e-12)
+    np.testing.assert_array_equal(a.epoch_ifo, data.shape[0] * np.arange(4))
+    assert np.all(np.diff(np.asarray(a.epoch_time)) > 0)

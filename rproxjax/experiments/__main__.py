@@ -20,13 +20,17 @@ def main(argv=None) -> int:
     parser.add_argument("names", nargs="*", help="configurations to run, or 'all'")
     parser.add_argument("--list", action="store_true", help="list the configurations")
     parser.add_argument("--size", default="paper", choices=("paper", "tiny"))
-    parser.add_argument("--out", default="results", help="folder for JSON files and figures")
+    parser.add_argument("--out", default=None,
+                        help="folder for JSON files and figures (default: results, or "
+                             "results/tiny with --size tiny)")
     parser.add_argument("--force", action="store_true", help="recompute saved results")
     parser.add_argument("--no-plot", action="store_true")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     parser.add_argument("--report", action="store_true",
                         help="(re)write <out>/README.md from the saved results")
     args = parser.parse_args(argv)
+    if args.out is None:
+        args.out = "results" if args.size == "paper" else "results/tiny"
     if args.report and not args.names:
         from rproxjax.experiments._report import write_report
 

@@ -58,7 +58,9 @@ def _ours(cfg, mu, data, x0):
 def run(name, cfg, out_dir, *, force=False, progress=True) -> dict:
     from rproxjax.experiments import _peers
 
-    store = Store(out_dir, name, dataclasses.asdict(cfg), force=force)
+    settings = {"spams_lambda2": _peers.SPAMS_LAMBDA2, "peer_blas_threads": 1,
+                "nonzero_tol": _peers.NONZERO_TOL}
+    store = Store(out_dir, name, dict(dataclasses.asdict(cfg), **settings), force=force)
     dtype = np.dtype(cfg.dtype)
     if dtype == np.float64 and not jax.config.jax_enable_x64:
         raise ValueError("this configuration runs in float64: enable x64 first.")
@@ -130,15 +132,16 @@ def summarize(data: dict) -> dict:
                      "(>= 90%) explained variance",
             "pass": bool(fewer) and ratio < 0.5,
             "numbers": f"median nonzeros ratio {ratio:.3f} over {len(fewer)} {method} runs"})
-        spams_time = max((row["wall_time"] for row in table if row["method"] == method),
-                         default=np.nan)
-        ours_time = max(row["wall_time"] for row in ours)
+        peer_time = float(np.median([float(row["wall_time"]) for row in peer]))
+        ours_time = float(np.median([float(row["wall_time"]) for row in ours]))
         claims.append({
-            "claim": f"R-ProxSPB (compiled run) takes no more wall time than {method}",
-            "pass": ours_time <= spams_time,
-            "numbers": f"slowest run {ours_time:.2f} s vs {spams_time:.2f} s (R-ProxSPB "
-                       "with compilation: "
-                       f"{max(row['wall_time_with_compile'] for row in ours):.2f} s)"})
+            "claim": f"R-ProxSPB (compiled run) takes no more wall time than {method} "
+                     "(median over each sweep; JAX on its default threads, the peer on one "
+                     "BLAS thread)",
+            "pass": ours_time <= peer_time,
+            "numbers": f"{ours_time:.2f} s vs {peer_time:.2f} s (R-ProxSPB with its one-off "
+                       "compilation: "
+                       f"{np.median([row['wall_time_with_compile'] for row in ours]):.2f} s)"})
     claims.append({
         "claim": "R-ProxSPB's loadings are orthonormal",
         "pass": max(row["orthonormality"] for row in ours) < 1e-8,

@@ -99,8 +99,9 @@ def peers_figures(result: dict) -> dict:
         ax.set_xlabel(f"nonzeros of X (|X_ij| > 1e-3, unit columns; of {total})")
         ax.set_title(title, fontsize=9)
         ax.legend(fontsize=8)
-    fig.suptitle(f"Sparse PCA loadings on {STAND_INS[cfg['dataset']]}, r = {cfg['r']}, equal "
-                 "batch size and sample-gradient budget", fontsize=10)
+    fig.suptitle(f"Sparse PCA loadings on {STAND_INS[cfg['dataset']]}, r = {cfg['r']}; "
+                 "R-ProxSPB and SPAMS: equal batch size and sample budget; MiniBatchSparsePCA: "
+                 "its passes, see the table", fontsize=9)
     fig.tight_layout()
     return {"": fig}
 

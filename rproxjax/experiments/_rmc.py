@@ -65,7 +65,7 @@ def method_setup(method, eta, step_scale, nnz, cfg):
     """(optimizer, fit keyword arguments) of ``method`` at the paper's budget."""
     blocks = {"U": rproxjax.Grassmann(),
               "S": rproxjax.Euclidean(rproxjax.l1(cfg.reg_weight), step_scale=step_scale * nnz)}
-    batch = max(1, int(round(cfg.batch_fraction * nnz)))
+    batch = max(1, int(cfg.batch_fraction * nnz))  # rounded down: never over the budget
     steps = max(1, int(round(1.0 / cfg.batch_fraction)))  # one pass over Omega
     if method == "R-ProxSPB":
         block = nnz + 2 * (cfg.q - 1) * batch
@@ -180,11 +180,11 @@ def summarize(data: dict) -> dict:
         runs = [units[f"run/{method}/seed={s}"] for s in seeds]
         table.append({
             "method": method,
-            "F": float(np.mean([r["F"] for r in runs])),
-            "error": float(np.mean([r["error"] for r in runs])),
-            "error_per_seed": [r["error"] for r in runs],
-            "F_per_seed": [r["F"] for r in runs],
-            "time": float(np.mean([r["time"] for r in runs])),
+            "F": float(np.mean([float(r["F"]) for r in runs])),
+            "error": float(np.mean([float(r["error"]) for r in runs])),
+            "error_per_seed": [float(r["error"]) for r in runs],
+            "F_per_seed": [float(r["F"]) for r in runs],
+            "time": float(np.mean([float(r["time"]) for r in runs])),
             "ifo_over_nnz": runs[0]["ifo_over_nnz"],
             "eta": [r["eta"] for r in runs], "step_scale": [r["step_scale"] for r in runs],
             "S_nonzero_fraction": float(np.mean([r["S_nonzero_fraction"] for r in runs])),

@@ -80,7 +80,7 @@ class Store:
             self.data = data
         if self.data is None:
             self.data = {"name": name, "config": self.config, "machine": machine(),
-                         "units": {}, "complete": False}
+                         "units": {}, "machines": {}, "complete": False}
 
     def has(self, key: str) -> bool:
         return key in self.data["units"]
@@ -89,8 +89,11 @@ class Store:
         return self.data["units"][key]
 
     def put(self, key: str, value) -> None:
+        """Saves a finished unit, with the machine state it was computed in (a resumed
+        file holds units of several sessions)."""
         self.data["units"][key] = to_json(value)
         self.data["machine"] = machine()
+        self.data.setdefault("machines", {})[key] = self.data["machine"]
         self.write()
 
     def finish(self, summary: dict) -> dict:
