@@ -36,7 +36,8 @@ def _spca(result) -> list[str]:
     setup = units["setup"]
     lines = [f"Data: {STAND_INS[cfg['dataset']]}, n = {setup['n']}, d = {setup['d']}; "
              f"r = {cfg['r']}; budget {cfg['budget']:g} IFO/n; steps chosen after "
-             f"{cfg['grid_budget']:g} IFO/n from {list(cfg['etas'])}; gamma = {cfg['gamma']}; "
+             f"{float(units['grid/R-ProxSGD']['ifo_over_n']):.2f} IFO/n from "
+             f"{list(cfg['etas'])}; gamma = {cfg['gamma']}; "
              f"|S| = |S2| = {cfg['batch_size']}, q = {cfg['q']}, |S1| = n; {cfg['dtype']}.", "",
              f"![{result['name']}]({result['name']}.png)", "",
              "| mu | method | eta | loss F | IFO/n | time (s) | nonzeros | expl. var. | "
