@@ -14,7 +14,6 @@ time (R-ProxSPB: the compiled run, and separately with its one-off compilation).
 from __future__ import annotations
 
 import dataclasses
-import sys
 import time
 
 import jax
@@ -24,12 +23,7 @@ import numpy as np
 import rproxjax
 from rproxjax import problems
 from rproxjax.experiments._spca import load_data
-from rproxjax.experiments._store import Store
-
-
-def _say(progress, msg):
-    if progress:
-        print(f"[experiments] {msg}", file=sys.stderr, flush=True)
+from rproxjax.experiments._store import Store, check_dtype, say
 
 
 def _ours(cfg, mu, data, x0):
@@ -61,9 +55,7 @@ def run(name, cfg, out_dir, *, force=False, progress=True) -> dict:
     settings = {"spams_lambda2": _peers.SPAMS_LAMBDA2, "peer_blas_threads": 1,
                 "nonzero_tol": _peers.NONZERO_TOL}
     store = Store(out_dir, name, dict(dataclasses.asdict(cfg), **settings), force=force)
-    dtype = np.dtype(cfg.dtype)
-    if dtype == np.float64 and not jax.config.jax_enable_x64:
-        raise ValueError("this configuration runs in float64: enable x64 first.")
+    dtype = check_dtype(cfg.dtype)
     data = load_data(cfg.dataset, cfg.n, cfg.seed, dtype)
     n, d = data.shape
     x0 = rproxjax.stiefel.random_point(jax.random.key(cfg.seed), d, cfg.r, dtype)
@@ -72,7 +64,7 @@ def run(name, cfg, out_dir, *, force=False, progress=True) -> dict:
     for mu in cfg.mus:
         key = f"R-ProxSPB/{mu}"
         if not store.has(key):
-            _say(progress, f"{name}: R-ProxSPB, mu = {mu}")
+            say(progress, f"{name}: R-ProxSPB, mu = {mu}")
             store.put(key, _ours(cfg, mu, data, x0))
     budget = store.get(f"R-ProxSPB/{cfg.mus[0]}")["ifo"]  # the same for every mu
     peers = (("SPAMS", _peers.run_spams, cfg.spams_penalties),
@@ -81,7 +73,7 @@ def run(name, cfg, out_dir, *, force=False, progress=True) -> dict:
         for penalty in penalties:
             key = f"{method}/{penalty}"
             if not store.has(key):
-                _say(progress, f"{name}: {method}, penalty = {penalty}, {budget} sample "
+                say(progress, f"{name}: {method}, penalty = {penalty}, {budget} sample "
                                "gradients")
                 summary, _ = fn(data, r=cfg.r, penalty=penalty, budget_ifo=budget,
                                 batch_size=cfg.batch_size, seed=cfg.seed)

@@ -21,7 +21,6 @@ against the per-pixel temporal median b of the clean frames, the recovered outli
 from __future__ import annotations
 
 import dataclasses
-import sys
 import time
 
 import jax
@@ -31,7 +30,7 @@ import numpy as np
 import rproxjax
 from rproxjax import problems
 from rproxjax.datasets import load_video_frames, video_matrix
-from rproxjax.experiments._store import Store
+from rproxjax.experiments._store import Store, check_dtype, say
 
 METHODS = ("R-ProxSPB", "R-ProxSGD", "R-Subgrad")
 
@@ -104,15 +103,9 @@ def grid_program(method, m, n, cfg):
     return jax.jit(jax.vmap(one, in_axes=(0, 0) + (None,) * 6))
 
 
-def _say(progress, msg):
-    if progress:
-        print(f"[experiments] {msg}", file=sys.stderr, flush=True)
-
-
 def run(name, cfg, out_dir, *, force=False, progress=True) -> dict:
     store = Store(out_dir, name, dataclasses.asdict(cfg), force=force)
-    if np.dtype(cfg.dtype) == np.float64 and not jax.config.jax_enable_x64:
-        raise ValueError("this configuration runs in float64: enable x64 first.")
+    check_dtype(cfg.dtype)
     grid_eta, grid_scale = (np.array(a, dtype=cfg.dtype).ravel()
                             for a in np.meshgrid(cfg.etas, cfg.step_scales))
     for seed in cfg.seeds:
@@ -130,7 +123,7 @@ def run(name, cfg, out_dir, *, force=False, progress=True) -> dict:
             key = f"run/{method}/seed={seed}"
             if store.has(key):
                 continue
-            _say(progress, f"{name}: seed {seed}, {method}, grid of {grid_eta.size} steps")
+            say(progress, f"{name}: seed {seed}, {method}, grid of {grid_eta.size} steps")
             program = grid_program(method, prob.m, prob.n, cfg)
             t0 = time.perf_counter()
             f, params = program(jnp.asarray(grid_eta), jnp.asarray(grid_scale), prob.rows,

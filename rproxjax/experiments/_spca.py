@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import sys
 import time
 
 import jax
@@ -36,7 +35,7 @@ import numpy as np
 
 import rproxjax
 from rproxjax import datasets, problems
-from rproxjax.experiments._store import Store
+from rproxjax.experiments._store import Store, check_dtype, say
 
 METHODS = ("R-ProxSPB", "R-ProxSGD", "R-Subgrad", "ManPG")
 MANPG_TOL = 1e-12  # its stopping test ||zeta||^2 / t^2 < tol: never met within the budgets
@@ -158,18 +157,10 @@ def _run(method, eta, mu, cfg, x0, data, lipschitz, budget, record_variance=Fals
     }
 
 
-def _say(progress, msg):
-    if progress:
-        print(f"[experiments] {msg}", file=sys.stderr, flush=True)
-
-
 def run(name, cfg, out_dir, *, force=False, progress=True) -> dict:
     config = dict(dataclasses.asdict(cfg), manpg_tol=MANPG_TOL)
     store = Store(out_dir, name, config, force=force)
-    dtype = np.dtype(cfg.dtype)
-    if dtype == np.float64 and not jax.config.jax_enable_x64:
-        raise ValueError("this configuration runs in float64: enable x64 first "
-                         "(jax.config.update('jax_enable_x64', True)), as the CLI does.")
+    dtype = check_dtype(cfg.dtype)
     data_np = load_data(cfg.dataset, cfg.n, cfg.seed, dtype)
     n, d = data_np.shape
     data = jnp.asarray(data_np)
@@ -182,7 +173,7 @@ def run(name, cfg, out_dir, *, force=False, progress=True) -> dict:
     for method in STOCHASTIC:
         key = f"grid/{method}"
         if not store.has(key):
-            _say(progress, f"{name}: step-size grid of {method} ({len(mus)} mu x "
+            say(progress, f"{name}: step-size grid of {method} ({len(mus)} mu x "
                            f"{len(cfg.etas)} eta, one compiled program)")
             store.put(key, _grid_search(method, cfg, x0, data, mus))
     best = {}
@@ -196,13 +187,13 @@ def run(name, cfg, out_dir, *, force=False, progress=True) -> dict:
             key = f"run/{method}/mu={mu}"
             if not store.has(key):
                 eta = best.get((method, mu))
-                _say(progress, f"{name}: {method}, mu = {mu}, eta = {eta}, "
+                say(progress, f"{name}: {method}, mu = {mu}, eta = {eta}, "
                                f"{cfg.budget:g} IFO/n")
                 out = _run(method, eta, mu, cfg, x0, data, lipschitz, cfg.budget)
                 out["eta"] = eta
                 store.put(key, out)
             if method in STOCHASTIC and not store.has(f"variance/{method}/mu={mu}"):
-                _say(progress, f"{name}: variance of {method}'s estimate, mu = {mu}, "
+                say(progress, f"{name}: variance of {method}'s estimate, mu = {mu}, "
                                f"{cfg.variance_steps} iterations")
                 store.put(f"variance/{method}/mu={mu}",
                           _run(method, best[method, mu], mu, cfg, x0, data, lipschitz, None,

@@ -43,6 +43,21 @@ def machine() -> dict:
     }
 
 
+def say(progress: bool, msg: str) -> None:
+    """A progress line on stderr (between units of work, never inside compiled code)."""
+    if progress:
+        print(f"[experiments] {msg}", file=sys.stderr, flush=True)
+
+
+def check_dtype(dtype) -> np.dtype:
+    """The configuration's dtype; float64 needs x64, which the library never enables."""
+    dtype = np.dtype(dtype)
+    if dtype == np.float64 and not jax.config.jax_enable_x64:
+        raise ValueError("this configuration runs in float64: enable x64 first "
+                         "(jax.config.update('jax_enable_x64', True)), as the CLI does.")
+    return dtype
+
+
 def to_json(value):
     """NumPy/JAX scalars and arrays as plain JSON (lists, floats; NaN/inf as strings)."""
     if isinstance(value, dict):
@@ -56,10 +71,6 @@ def to_json(value):
         value = value.item()
     if isinstance(value, float) and not np.isfinite(value):
         return str(value)  # "nan", "inf": valid JSON; float() reads them back
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (np.floating,)):
-        return to_json(float(value))
     return value
 
 
