@@ -21,6 +21,7 @@ against the per-pixel temporal median b of the clean frames, the recovered outli
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 
 import jax
@@ -91,9 +92,10 @@ def _fit(method, eta, step_scale, prob, u0, key, cfg):
                         jnp.arange(nnz), key=key, **kw)
 
 
+@functools.cache
 def grid_program(method, m, n, cfg):
     """``program(etas, scales, rows, cols, values, lam, u0, key)`` -> (F, U, S) per grid
-    point: one compiled, vmapped program."""
+    point: one compiled, vmapped program (cached: every seed reuses its compilation)."""
 
     def one(eta, scale, rows, cols, values, lam, u0, key):
         prob = problems.RMCProblem(rows, cols, values, lam, m, n)
