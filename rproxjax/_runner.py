@@ -224,8 +224,12 @@ def fit(
         n // batch_size, a pass over the data; for R-ProxSPB rounded down to
         whole blocks of q steps, at least one). Each epoch draws a fresh
         permutation and uses its first ``steps_per_epoch * batch_size``
-        indices, so shorter epochs only make the recorded curves
-        (``epoch_loss``, ``epoch_ifo``, ``epoch_time``) finer.
+        indices: no sample repeats within an epoch, but samples may repeat
+        across epochs. Shorter epochs give finer recorded curves
+        (``epoch_loss``, ``epoch_ifo``, ``epoch_time``) and also change the
+        sampling: epochs shorter than a pass draw their minibatches more
+        nearly independently than one pass-long epoch does. Compare methods
+        at the same epoch length.
       opt_state: a state to resume from (default ``optimizer.init(params)``).
       reg: the regularizer h, used only to report F = f + h (default: the
         optimizer's blocks' regularizers, if it records them).

@@ -84,6 +84,12 @@ def test_rmc_configuration_end_to_end(tiny_results):
         assert run["F"] == pytest.approx(min(np.asarray(run["grid_F"], float)), rel=1e-9)
         assert run["error"] < units["setup/seed=0"]["error0"]
         assert len(run["background_frame"]) == units["setup/seed=0"]["m"]
+        # The converged reference run reaches a lower F than the budgeted runs.
+        assert units["reference/seed=0"]["F"] < run["F"]
+    ref = units["reference/seed=0"]
+    assert ref["F"] <= ref["F_half"] and ref["error"] < units["setup/seed=0"]["error0"]
+    assert result["summary"]["reference"]["error_per_seed"] == [ref["error"]]
+    assert isinstance(result["summary"]["model_check"]["pass"], bool)
     assert nnz > 0 and len(result["summary"]["table"]) == 3
 
 

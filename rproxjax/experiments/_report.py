@@ -99,6 +99,14 @@ def _rmc(result) -> list[str]:
                      f"{per_seed} | {float(row['best_grid_error']):.4f} | "
                      f"{float(row['time']):.2f} | {float(row['ifo_over_nnz']):.2f} | "
                      f"{float(row['S_nonzero_fraction']):.3f} |")
+    ref = result["summary"].get("reference")
+    if ref is not None:
+        per_seed = ", ".join(f"{e:.4f}" for e in ref["error_per_seed"])
+        lines.append(f"| converged reference ({cfg['reference_epochs']} full-gradient steps) | "
+                     f"{float(ref['F']):.6g} | {float(ref['error']):.4f} | {per_seed} | | | | |")
+        check = result["summary"]["model_check"]
+        lines += ["", f"Model check ({'passes' if check['pass'] else 'FAILS'}): {check['check']}:"
+                      f" {check['numbers']}."]
     return lines
 
 

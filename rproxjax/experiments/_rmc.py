@@ -16,6 +16,10 @@ of |Omega|). Each method takes its best grid point by its final objective F (the
 one vmapped, compiled program per method); the chosen point is then rerun alone for its
 time. Reported: F, the relative error ||U V - b 1^T||_F / ||b 1^T||_F of the background
 against the per-pixel temporal median b of the clean frames, the recovered outliers, times.
+
+A converged full-batch run per seed (:func:`reference`) gives the model's minimizer: its
+background error checks that the model (rank, gamma) suits the task, so that a lower F at
+equal budget means a better estimate rather than a different trade-off.
 """
 
 from __future__ import annotations
@@ -71,7 +75,10 @@ def method_setup(method, eta, step_scale, nnz, cfg):
         block = nnz + 2 * (cfg.q - 1) * batch
         num_blocks = max(1, int(cfg.budget * nnz // block))
         opt = rproxjax.r_prox_spb(eta, 1.0 / nnz, blocks, q=cfg.q)
-        kw = dict(num_epochs=num_blocks, steps_per_epoch=cfg.q)
+        # All blocks in one epoch: like the other methods' pass-long epochs, its minibatches
+        # are then disjoint (one permutation). One epoch per block draws them independently
+        # per block, which on this problem gave a much worse F (45 against 31 on a crop).
+        kw = dict(num_epochs=1, steps_per_epoch=num_blocks * cfg.q)
     else:
         epochs = max(1, int(round(cfg.budget)))
         if method == "R-ProxSGD":
@@ -90,6 +97,23 @@ def _fit(method, eta, step_scale, prob, u0, key, cfg):
     params = {"U": u0, "S": jnp.zeros(nnz, u0.dtype)}
     return rproxjax.fit(opt, lambda p, b: problems.rmc_batch_loss(p, b, prob), params,
                         jnp.arange(nnz), key=key, **kw)
+
+
+def reference(prob, u0, cfg):
+    """The model's minimizer, approximately: ``cfg.reference_epochs`` full-gradient proximal
+    steps (R-ProxSGD with |S| = |Omega|, constant eta = 1, S step 1: the exact coordinate
+    step). Returns (F at half the steps, F at the end, background U V_{U,S})."""
+    nnz = prob.values.shape[0]
+    blocks = {"U": rproxjax.Grassmann(),
+              "S": rproxjax.Euclidean(rproxjax.l1(cfg.reg_weight), step_scale=nnz)}
+    opt = rproxjax.r_prox_sgd(1.0, 1.0 / nnz, blocks)
+    params = {"U": u0, "S": jnp.zeros(nnz, u0.dtype)}
+    res = rproxjax.fit(opt, lambda p, b: problems.rmc_batch_loss(p, b, prob), params,
+                       jnp.arange(nnz), key=jax.random.key(0), batch_size=nnz, num_epochs=2,
+                       steps_per_epoch=max(1, cfg.reference_epochs // 2), batched_loss=True,
+                       chunk_size=nnz)
+    return (float(res.epoch_loss[1]), float(res.epoch_loss[2]),
+            problems.rmc_background(res.params, prob))
 
 
 @functools.cache
@@ -121,6 +145,12 @@ def run(name, cfg, out_dir, *, force=False, progress=True) -> dict:
                 "error0": relative_error(problems.rmc_background(start, prob), median),
                 "clean_error": relative_error(clean, median),
             })
+        if not store.has(f"reference/seed={seed}"):
+            say(progress, f"{name}: seed {seed}, converged reference "
+                          f"({cfg.reference_epochs} full-gradient steps)")
+            f_half, f_end, low_rank = reference(prob, u0, cfg)
+            store.put(f"reference/seed={seed}", {
+                "F_half": f_half, "F": f_end, "error": relative_error(low_rank, median)})
         for method in METHODS:
             key = f"run/{method}/seed={seed}"
             if store.has(key):
@@ -187,6 +217,12 @@ def summarize(data: dict) -> dict:
             "best_grid_error": float(np.mean([np.min(np.asarray(r["grid_error"], float))
                                               for r in runs])),
         })
+    refs = [units[f"reference/seed={s}"] for s in seeds]
+    ref = {"F": float(np.mean([float(r["F"]) for r in refs])),
+           "error": float(np.mean([float(r["error"]) for r in refs])),
+           "error_per_seed": [float(r["error"]) for r in refs],
+           "F_change_last_half": float(max(abs(float(r["F_half"]) - float(r["F"])) / float(r["F"])
+                                           for r in refs))}
     by = {row["method"]: row for row in table}
     claims = []
     for method in ("R-ProxSPB", "R-ProxSGD"):
@@ -205,4 +241,14 @@ def summarize(data: dict) -> dict:
             "pass": e_wins == len(seeds),
             "numbers": f"{e_wins}/{len(seeds)} seeds; mean error {by[method]['error']:.4f} vs "
                        f"{by['R-Subgrad']['error']:.4f}"})
-    return {"table": table, "claims": claims}
+    # Not a claim of the paper: a check that the model suits the task (its minimizer is a
+    # better background than every budgeted run), which makes lower F mean a better estimate.
+    model_check = {
+        "check": "the converged reference (the model's minimizer) is closer to the temporal "
+                 "median than every method's budgeted run",
+        "pass": all(r < row["error_per_seed"][i] for row in table
+                    for i, r in enumerate(ref["error_per_seed"])),
+        "numbers": f"reference error {ref['error']:.4f} (F {ref['F']:.6g}; relative F change "
+                   f"over its last half {ref['F_change_last_half']:.1e}) against "
+                   + ", ".join(f"{row['method']} {row['error']:.4f}" for row in table)}
+    return {"table": table, "reference": ref, "model_check": model_check, "claims": claims}
