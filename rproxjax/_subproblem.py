@@ -47,7 +47,9 @@ class SubproblemInfo(NamedTuple):
     """What :func:`tangent_prox` reports besides the solution.
 
     Attributes:
-      lam: the r x r symmetric multiplier Lambda; pass it back as ``lam=`` to
+      lam: the r x r symmetric multiplier Lambda of the returned point: of all
+        iterates (the starting one included), the one with the smallest
+        residual (the last one when converged). Pass it back as ``lam=`` to
         warm-start the next call.
       num_steps: Newton steps taken (int32).
       residual: ||E(Lambda)||_F at the returned multiplier. Since
@@ -172,11 +174,11 @@ def _solve(x, g, t, reg, lam, tol, max_steps: int, use_cg: bool):
             return _unvech(coords, rows, cols, scale, r), jnp.int32(0)
 
     def cond(state):
-        k, _, _, _, _, _, norm_e, status, _, _ = state
+        k, _, _, _, _, _, norm_e, status, _, _, _ = state
         return (k < max_steps) & (norm_e > tol) & (status == Status.SUCCESSFUL)
 
     def body(state):
-        k, lam_, arg, y, jac, e, norm_e, _, n_lin, n_eval = state
+        k, lam_, arg, y, jac, e, norm_e, _, n_lin, n_eval, best = state
         direction, its = newton_direction(jac, e, norm_e)
         target = norm_e * norm_e
         # The argument is affine in Lambda: trial points cost no new X @ Lambda.
@@ -208,7 +210,12 @@ def _solve(x, g, t, reg, lam, tol, max_steps: int, use_cg: bool):
         e = keep(e_new, e)
         norm_e = keep(norm_new, norm_e)
         status = jnp.where(finite, Status.SUCCESSFUL, Status.NONFINITE).astype(jnp.int32)
-        return (k + 1, lam_new, arg, y, jac, e, norm_e, status, n_lin + its, n_eval + n_ls)
+        # The line search accepts its last trial even without a decrease, so the residual
+        # can rise (by orders of magnitude on degenerate problems): keep the best iterate.
+        better = norm_e < best[2]
+        best = jax.tree.map(lambda new, old: jnp.where(better, new, old), (lam_new, y, norm_e),
+                            best)
+        return (k + 1, lam_new, arg, y, jac, e, norm_e, status, n_lin + its, n_eval + n_ls, best)
 
     # Non-finite inputs can be hidden by the prox (soft-thresholding maps NaN
     # to 0), so they are detected explicitly; such a call returns zeta = 0.
@@ -220,8 +227,9 @@ def _solve(x, g, t, reg, lam, tol, max_steps: int, use_cg: bool):
     y0, jac0, e0, norm0 = residual_at(arg0)
     status0 = jnp.where(jnp.isfinite(norm0) & inputs_finite, Status.SUCCESSFUL, Status.NONFINITE)
     init = (jnp.int32(0), lam, arg0, y0, jac0, e0, norm0, status0.astype(jnp.int32),
-            jnp.int32(0), jnp.int32(1))
-    k, lam, _, y, _, _, norm_e, status, n_lin, n_eval = lax.while_loop(cond, body, init)
+            jnp.int32(0), jnp.int32(1), (lam, y0, norm0))
+    k, _, _, _, _, _, _, status, n_lin, n_eval, (lam, y, norm_e) = lax.while_loop(
+        cond, body, init)
     converged = norm_e <= tol
     status = jnp.where(
         converged, Status.SUCCESSFUL,
@@ -293,8 +301,9 @@ def tangent_prox(
 
     Returns:
       ``(zeta, info)``: the tangent step (d x r) and a :class:`SubproblemInfo`.
-      zeta = Y(Lambda) - X is returned even when ``info.converged`` is False;
-      it is always finite when the inputs are. Non-finite inputs (NaN/inf in
+      zeta = Y(Lambda) - X is returned even when ``info.converged`` is False,
+      at the iterate with the smallest residual; it is always finite when
+      the inputs are. Non-finite inputs (NaN/inf in
       x, g, t, mu or lam) give ``status == Status.NONFINITE`` and zeta = 0.
 
     Raises:

@@ -158,6 +158,46 @@ def test_max_steps_one_reports_not_converged_with_finite_outputs(ref):
     assert np.isfinite(float(info.residual)) and float(info.residual) > 0
 
 
+@pytest.fixture(scope="module")
+def degenerate_subproblem():
+    """A sparse PCA subproblem met along an R-ProxSGD run on Fashion-MNIST (r = 10, mu = 0.2,
+    t = 0.1, after 200 steps): several columns of the solution have fewer nonzeros than r, so
+    the Newton matrix is singular and the residual stalls and jumps before converging."""
+    from rproxjax import datasets, problems
+
+    data = jnp.asarray(datasets.load_fashion_mnist(10000, seed=0, dtype=np.float64))
+    x0 = stiefel.random_point(jax.random.key(0), 784, 10, jnp.float64)
+    opt = rproxjax.r_prox_sgd(rproxjax.inverse_sqrt_schedule(1.0), 0.1, rproxjax.l1(0.2),
+                              ssn_tol=1e-6, linear_solver="dense")
+    res = rproxjax.fit(opt, problems.spca_loss, x0, data, key=jax.random.key(1),
+                       batch_size=100, num_epochs=1, steps_per_epoch=200)
+    batch = data[jax.random.permutation(jax.random.key(7), 10000)[:100]]
+    g = jnp.mean(jax.vmap(jax.grad(problems.spca_loss), (None, 0))(res.params, batch), 0)
+    return res.params, g, res.opt_state.ssn.lam
+
+
+@pytest.mark.parametrize("linear_solver", ["dense", "cg"])
+def test_unconverged_calls_return_the_best_iterate(degenerate_subproblem, linear_solver):
+    """Non-converged calls return the iterate with the smallest residual: the residual
+    reported for max_steps = k does not increase with k (the trajectory does not depend on
+    max_steps), and it is the tangency defect of the returned zeta."""
+    x, g, lam = degenerate_subproblem
+    reg = rproxjax.l1(0.2)
+    residuals = []
+    for k in (0, 5, 10, 20, 30, 40, 50):
+        zeta, info = rproxjax.tangent_prox(x, g, 0.1, reg, lam=lam, tol=1e-12, max_steps=k,
+                                           linear_solver=linear_solver)
+        defect = x.T @ zeta
+        np.testing.assert_allclose(float(jnp.linalg.norm(defect + defect.T)),
+                                   float(info.residual), rtol=1e-6, atol=1e-14)
+        # lam is the returned point's multiplier: Y(lam) - X reproduces zeta.
+        arg = x - 0.1 * g + 0.2 * x @ info.lam
+        np.testing.assert_allclose(reg.prox(arg, 0.1) - x, zeta, atol=1e-12)
+        residuals.append(float(info.residual))
+    assert all(b <= a for a, b in zip(residuals, residuals[1:], strict=False)), residuals
+    assert residuals[-1] < 1e-3 * residuals[0]
+
+
 def test_nonfinite_gradient_is_flagged():
     x, g = _instance(6, 10, 2)
     g = g.at[0, 0].set(jnp.nan)
