@@ -1,0 +1,21 @@
+"""The real subproblem instances for the benchmarks: ``load_instances(r, dtype)``.
+
+A re-export of :func:`tests.subproblem_instances.load_instances` (one implementation, shared
+with the tests); it puts the repository root on ``sys.path`` so that it also works when a
+benchmark is run as a script (``python benchmarks/x.py`` from the repository root, where only
+``benchmarks/`` is on the path). See ``data/README.md`` for the file
+``data/subproblems_mnist.npz`` and ``benchmarks/capture_subproblems.py`` for how it was made.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+_ROOT = str(Path(__file__).resolve().parents[1])
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+from tests.subproblem_instances import PATH, load_instances  # noqa: E402
+
+__all__ = ["PATH", "load_instances"]
