@@ -21,6 +21,7 @@ import jax.numpy as jnp
 
 from rproxjax import _checks
 from rproxjax import stiefel as _stiefel
+from rproxjax._linalg import mm, mT
 
 __all__ = [
     "RETRACTIONS",
@@ -38,7 +39,7 @@ def project(u, z):
     """Horizontal projection P_U(Z) = Z - U (U^T Z)."""
     _checks.check_point("u", u)
     _checks.check_same_shape("u", u, "z", z)
-    return z - u @ (jnp.swapaxes(u, -1, -2) @ z)
+    return z - mm(u, mm(mT(u), z))
 
 
 def transport(u, w, z):
@@ -69,5 +70,5 @@ def principal_angles(u, w):
     """
     _checks.check_point("u", u)
     _checks.check_same_shape("u", u, "w", w)
-    s = jnp.linalg.svd(jnp.swapaxes(u, -1, -2) @ w, compute_uv=False)
+    s = jnp.linalg.svd(mm(mT(u), w), compute_uv=False)
     return jnp.flip(jnp.arccos(jnp.clip(s, 0.0, 1.0)), axis=-1)

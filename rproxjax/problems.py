@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rproxjax import _checks, stiefel
+from rproxjax._linalg import mm
 from rproxjax._subproblem import tangent_prox
 
 __all__ = [
@@ -57,13 +58,13 @@ Array = Any
 
 def spca_loss(x, z):
     """Per-sample loss ||z - X X^T z||^2 = ||z||^2 - ||X^T z||^2 (X orthonormal)."""
-    xtz = x.T @ z
+    xtz = mm(x.T, z)
     return jnp.sum(z * z) - jnp.sum(xtz * xtz)
 
 
 def spca_grad(x, z):
     """Per-sample Euclidean gradient -2 z z^T X of :func:`spca_loss`."""
-    return -2.0 * jnp.outer(z, z @ x)
+    return -2.0 * jnp.outer(z, mm(z, x))
 
 
 def spca_objective(x, data, mu, chunk_size: int = 4096):
@@ -75,7 +76,7 @@ def spca_objective(x, data, mu, chunk_size: int = 4096):
     total = jnp.zeros((), x.dtype)
     for start in range(0, n, chunk_size):
         block = data[start:start + chunk_size]
-        proj = block @ x
+        proj = mm(block, x)
         total = total + jnp.sum(block * block) - jnp.sum(proj * proj)
     return total / n + jnp.sum(mu * jnp.abs(x))
 
@@ -87,7 +88,7 @@ def explained_variance(x, data, normalized: bool = False):
     variance, giving the fraction of the variance explained by span(X) (for
     orthonormal X; at most 1).
     """
-    proj = data @ x
+    proj = mm(data, x)
     value = jnp.sum(proj * proj) / jnp.sum(x * x)
     if normalized:
         value = value / jnp.sum(data * data)
@@ -213,4 +214,4 @@ def rmc_background(params, problem: RMCProblem):
     """The low-rank estimate L = U V_{U,S} (m x n): one background per column/frame."""
     u = params["U"]
     _checks.check_point("U", u)
-    return u @ rmc_v(u, params["S"], problem)
+    return mm(u, rmc_v(u, params["S"], problem))

@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 
 from rproxjax import _checks
+from rproxjax._linalg import mm
 
 __all__ = [
     "RETRACTIONS",
@@ -66,7 +67,7 @@ def project(x, u):
     """
     _checks.check_point("x", x)
     _checks.check_same_shape("x", x, "u", u)
-    return u - x @ sym(_mT(x) @ u)
+    return u - mm(x, sym(mm(_mT(x), u)))
 
 
 @jax.jit
@@ -95,9 +96,9 @@ def _sign_fix_qr(a):
 
 def _inv_sqrt_factor(a):
     """a (a^T a)^{-1/2} through an r x r eigendecomposition."""
-    w, q = jnp.linalg.eigh(_mT(a) @ a)
-    return a @ ((q * jax.lax.rsqrt(jnp.maximum(w, jnp.finfo(a.dtype).tiny))[..., None, :])
-                @ _mT(q))
+    w, q = jnp.linalg.eigh(mm(_mT(a), a))
+    scaled = q * jax.lax.rsqrt(jnp.maximum(w, jnp.finfo(a.dtype).tiny))[..., None, :]
+    return mm(a, mm(scaled, _mT(q)))
 
 
 def _polar_factor(a):
@@ -115,9 +116,9 @@ def _retract_exp(x, v):
     # Edelman-Arias-Smith: [X, Q] expm([[A, -R^T], [R, 0]]) [I; 0],
     # A = X^T V (skew for tangent V), QR = (I - X X^T) V.
     r = x.shape[-1]
-    a = _mT(x) @ v
+    a = mm(_mT(x), v)
     a = 0.5 * (a - _mT(a))  # exact skew part: keeps the exponential orthogonal
-    q, rr = jnp.linalg.qr(v - x @ (_mT(x) @ v), mode="reduced")
+    q, rr = jnp.linalg.qr(v - mm(x, mm(_mT(x), v)), mode="reduced")
     zeros = jnp.zeros_like(a)
     block = jnp.concatenate(
         [
@@ -127,14 +128,20 @@ def _retract_exp(x, v):
         axis=-2,
     )
     m = _expm(block)
-    return x @ m[..., :r, :r] + q @ m[..., r:, :r]
+    return mm(x, m[..., :r, :r]) + mm(q, m[..., r:, :r])
 
 
 def _expm(a):
-    if a.ndim == 2:
-        return jsl.expm(a)
-    flat = a.reshape((-1,) + a.shape[-2:])
-    return jax.vmap(jsl.expm)(flat).reshape(a.shape)
+    # jax.scipy.linalg.expm issues its own matrix products (Pade terms,
+    # squarings, a solve); their precision is not ours to pass. The context
+    # manager is scoped to this trace (no global config change) and makes any
+    # product inside that requests no precision run at full precision on
+    # GPU/TPU too (recent JAX versions already ask for HIGHEST there).
+    with jax.default_matmul_precision("highest"):
+        if a.ndim == 2:
+            return jsl.expm(a)
+        flat = a.reshape((-1,) + a.shape[-2:])
+        return jax.vmap(jsl.expm)(flat).reshape(a.shape)
 
 
 def _retract_cayley(x, v):
@@ -143,12 +150,12 @@ def _retract_cayley(x, v):
     # (I - W/2)^{-1} (I + W/2) X = X + U (I - Z^T U / 2)^{-1} (Z^T X)
     # using (I - W/2)^{-1} (I + W/2) = I + (I - W/2)^{-1} W.
     r = x.shape[-1]
-    pv = v - 0.5 * x @ (_mT(x) @ v)
+    pv = v - 0.5 * mm(x, mm(_mT(x), v))
     u = jnp.concatenate([pv, x], axis=-1)
     z = jnp.concatenate([x, -pv], axis=-1)
     eye = jnp.eye(2 * r, dtype=x.dtype)
-    small = eye - 0.5 * (_mT(z) @ u)
-    return x + u @ jnp.linalg.solve(small, _mT(z) @ x)
+    small = eye - 0.5 * mm(_mT(z), u)
+    return x + mm(u, jnp.linalg.solve(small, mm(_mT(z), x)))
 
 
 @functools.partial(jax.jit, static_argnames="method")
@@ -221,5 +228,5 @@ def feasibility(x):
     """Distance to the constraint, ||X^T X - I||_F (batched over leading dims)."""
     _checks.check_point("x", x)
     r = x.shape[-1]
-    gram = _mT(x) @ x - jnp.eye(r, dtype=x.dtype)
+    gram = mm(_mT(x), x) - jnp.eye(r, dtype=x.dtype)
     return jnp.sqrt(jnp.sum(gram * gram, axis=(-2, -1)))

@@ -34,6 +34,7 @@ import numpy as np
 
 import rproxjax
 from rproxjax import problems
+from rproxjax._linalg import mm
 from rproxjax.datasets import load_video_frames, video_matrix
 from rproxjax.experiments._store import Store, check_dtype, say
 
@@ -183,7 +184,7 @@ def run(name, cfg, out_dir, *, force=False, progress=True) -> dict:
                 "S_nonzero_fraction": float(np.mean(s != 0)),
                 "outlier_sign_recovery": float(np.mean(np.sign(s[hit]) == np.sign(planted[hit]))),
                 "U_orthonormality": float(jnp.linalg.norm(
-                    res.params["U"].T @ res.params["U"] - jnp.eye(cfg.rank))),
+                    mm(res.params["U"].T, res.params["U"]) - jnp.eye(cfg.rank))),
             } | ({"background_frame": np.round(np.asarray(low_rank[:, prob.n // 2]), 4)}
                  if seed == cfg.seeds[0] else {}))
         if seed == cfg.seeds[0] and not store.has("images"):

@@ -35,6 +35,7 @@ import numpy as np
 
 import rproxjax
 from rproxjax import datasets, problems
+from rproxjax._linalg import mm
 from rproxjax.experiments._store import Store, check_dtype, say
 
 METHODS = ("R-ProxSPB", "R-ProxSGD", "R-Subgrad", "ManPG")
@@ -137,7 +138,7 @@ def _run(method, eta, mu, cfg, x0, data, lipschitz, budget, record_variance=Fals
         return {"variance": np.asarray(res.history.variance),
                 "refresh": np.asarray(res.history.refresh)}
     x = res.params
-    full_grad = -2.0 * data.T @ (data @ x) / n
+    full_grad = -2.0 * mm(data.T, mm(data, x)) / n
     stat, _ = problems.stationarity(x, full_grad, cfg.gamma, rproxjax.l1(mu))
     return {
         "ifo_over_n": np.asarray(res.epoch_ifo) / n,
