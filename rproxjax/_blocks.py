@@ -93,8 +93,9 @@ class Block:
     def empty_info(self, x):
         r = x.shape[-1] if self.manifold == "stiefel" else 1
         zero = jnp.zeros((), jnp.int32)
-        return SubproblemInfo(jnp.zeros((r, r), x.dtype), zero, jnp.zeros((), x.dtype),
-                              jnp.bool_(True), zero, zero, zero)
+        lam = jnp.zeros((r, r), x.dtype)
+        return SubproblemInfo(lam, zero, jnp.zeros((), x.dtype), jnp.bool_(True), zero, zero,
+                              zero, lam)
 
     def value(self, x):
         return jnp.zeros((), x.dtype) if self.reg is None else self.reg.value(x)
@@ -106,15 +107,22 @@ class Block:
             return grassmann.retract(x, v, method=self.retraction)
         return x + v
 
-    def prox_step(self, x, v, gamma, eta, info, *, tol, max_steps, linear_solver):
+    def prox_step(self, x, v, gamma, eta, info, *, tol, max_steps, linear_solver, rtol=0.0,
+                  method="secant"):
         """(X_new, zeta, info) of one proximal step with gradient (estimate) v.
 
-        The block's proximal step is ``gamma * step_scale``.
+        The block's proximal step is ``gamma * step_scale``. The subproblem is
+        warm-started from the regularizer part ``info.lam_h`` of the previous
+        multiplier (plus the new gradient's part sym(X^T V) / 2); the
+        ``"reference"`` rule from the previous multiplier ``info.lam``.
         """
         gamma = gamma * jnp.asarray(self.step_scale, x.dtype)
         if self.manifold == "stiefel":
-            zeta, info = tangent_prox(x, v, gamma, self.reg, lam=info.lam, tol=tol,
-                                      max_steps=max_steps, linear_solver=linear_solver)
+            # The reference rule warm-starts from the previous multiplier, as its code does.
+            warm = {"lam": info.lam} if method == "reference" else {"lam_h": info.lam_h}
+            zeta, info = tangent_prox(x, v, gamma, self.reg, tol=tol, rtol=rtol,
+                                      max_steps=max_steps, linear_solver=linear_solver,
+                                      method=method, **warm)
         elif self.manifold == "grassmann":
             zeta = -gamma * grassmann.project(x, v)
         else:

@@ -21,6 +21,10 @@ The protocol, for a regularizer ``reg`` acting on d x r matrices:
   <X B_p, D[X B_q]> for the orthonormal basis of symmetric matrices
   B_p = s_p (E_jl + E_lj), given as ``basis = (rows, cols, scale)`` (index
   arrays j, l with j <= l and the weights s_p, each of length m = r(r+1)/2).
+* ``reg.secant_shift(w, x, e, t, passes)``: an r x r symmetric, non-negative
+  matrix R raising the Newton matrix's diagonal in the symmetric basis where
+  the generalized Jacobian underestimates the curvature of the dual along a
+  basis direction (see :mod:`rproxjax._secant`); zeros where unknown.
 * ``reg.check(shape)``: raises ``ValueError`` if the strengths do not fit
   d x r matrices of the given shape.
 """
@@ -33,6 +37,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from rproxjax import _checks
+from rproxjax._linalg import mm
+from rproxjax._secant import l1_secant_shift
 
 __all__ = ["L1", "L21", "l1", "l21"]
 
@@ -100,11 +106,15 @@ class L1(NamedTuple):
         # r (r + 1) / 2 distinct products (K_i is symmetric).
         rows, cols, _ = basis
         r = x.shape[-1]
-        packed = jac.T @ (x[:, rows] * x[:, cols])  # (r, m)
+        packed = mm(jac.T, x[:, rows] * x[:, cols])  # (r, m)
         index = np.zeros((r, r), dtype=np.int32)
         index[rows, cols] = np.arange(rows.size)
         index[cols, rows] = np.arange(rows.size)
         return _gram_blockdiag(packed[:, index], basis)
+
+    def secant_shift(self, w, x, e, t, passes):
+        thr = jnp.broadcast_to(t * self.mu, (x.shape[-1],)).astype(x.dtype)
+        return l1_secant_shift(w, x, e, t, thr, passes)
 
     def check(self, shape):
         mu_shape = jnp.shape(self.mu)
@@ -160,14 +170,20 @@ class L21(NamedTuple):
     def jacobian_gram(self, x, jac, basis):
         alpha, beta, v = jac
         r = x.shape[-1]
-        g = x.T @ (alpha[:, None] * x)
+        g = mm(x.T, alpha[:, None] * x)
         # First term: tr(B_p^T G B_q) = sum_i (B_p)_{:,i}^T G (B_q)_{:,i}.
         first = _gram_blockdiag(jnp.broadcast_to(g, (r, r, r)), basis)
         # Second term: sum_k beta_k c_kp c_kq with c_kp = x_k B_p v_k^T
         # = s_p (x_kj v_kl + x_kl v_kj).
         rows, cols, scale = basis
         c = scale * (x[:, rows] * v[:, cols] + x[:, cols] * v[:, rows])
-        return first + c.T @ (beta[:, None] * c)
+        return first + mm(c.T, beta[:, None] * c)
+
+    def secant_shift(self, w, x, e, t, passes):
+        # No coordinate secant for the group norm (its breakpoints are not
+        # entrywise): the plain generalized Jacobian is used.
+        del w, t, passes
+        return jnp.zeros_like(e)
 
     def check(self, shape):
         if jnp.shape(self.mu) != ():

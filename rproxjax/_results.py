@@ -15,6 +15,7 @@ class Status(enum.IntEnum):
     SUCCESSFUL = 0
     MAX_STEPS_REACHED = 1
     NONFINITE = 2
+    COLLAPSED = 3
 
     @property
     def message(self) -> str:
@@ -30,6 +31,11 @@ _MESSAGES = {
     Status.NONFINITE: (
         "stopped: a non-finite value (NaN or inf) appeared; the last finite "
         "iterate is returned. Check the inputs for NaN/inf or extreme scales"
+    ),
+    Status.COLLAPSED: (
+        "not converged, and the prox zeroed a whole column of Y = X + zeta (t * mu very "
+        "large): zeta = 0 is returned so that a step cannot leave the manifold; raise "
+        "max_steps or lower t * mu"
     ),
 }
 

@@ -16,11 +16,12 @@ def ref():
     return manpg_reference_problem()
 
 
-def _run_manpg(ref, adaptive, steps):
+def _run_manpg(ref, adaptive, steps, ssn_method="reference"):
     a = jnp.asarray(ref.A)
     reg = rproxjax.l1(ref.mu)
     f = lambda x: -jnp.trace(x.T @ a @ x)  # noqa: E731
-    opt = rproxjax.manpg(ref.t, reg, tol=1e-8 * 100 * 5, adaptive=adaptive)
+    opt = rproxjax.manpg(ref.t, reg, tol=1e-8 * 100 * 5, adaptive=adaptive,
+                         ssn_method=ssn_method)
 
     @jax.jit
     def run(x0):
@@ -58,6 +59,18 @@ def test_manpg_reproduces_reference_run(ref):
     np.testing.assert_array_equal(values[272:], values[271])
 
 
+def test_manpg_with_the_secant_newton_rule_reaches_the_reference_result(ref):
+    # The default Newton rule solves the same subproblems to the same tolerance along
+    # another path: the run stops at the same iteration with the same F to the
+    # subproblem accuracy, in fewer Newton steps.
+    x, state, values = _run_manpg(ref, adaptive=False, steps=300, ssn_method="secant")
+    _, ref_state, ref_values = _run_manpg(ref, adaptive=False, steps=300)
+    assert bool(state.converged)
+    assert abs(int(state.count) - int(ref_state.count)) <= 2
+    np.testing.assert_allclose(values[-1], -2.03078119169, rtol=1e-8)
+    np.testing.assert_allclose(values[:8], ref_values[:8], rtol=1e-6)
+
+
 def test_manpg_ada_reproduces_reference(ref):
     _, state, values = _run_manpg(ref, adaptive=True, steps=150)
     assert int(state.count) + 1 == 133
@@ -88,7 +101,9 @@ def test_r_subgrad_reference_run(ref):
 
     (x, _), values = run(jnp.asarray(ref.X0))
     assert abs(float(values[-1]) - (-0.824138371621)) < 0.1
-    assert np.mean(np.abs(np.asarray(x)) <= 1e-5) == 0.0  # not sparse
+    # Not sparse: at most a stray entry near zero (the chaotic iteration puts one of the
+    # 500 entries below 1e-5 on some platforms), against 92.6 % zeros for ManPG.
+    assert np.mean(np.abs(np.asarray(x)) <= 1e-5) <= 0.01
     assert float(values[-1]) > -2.03078119169 + 1.0  # far from ManPG's F
 
 

@@ -69,4 +69,8 @@ def test_thousands_of_random_subproblems_are_solved_or_flagged(dtype):
     a = jnp.swapaxes(xs, 1, 2) @ zetas
     tangency = np.asarray(jnp.linalg.norm(a + jnp.swapaxes(a, 1, 2), axis=(1, 2)))
     tol = rproxjax.default_tol(dtype)
-    assert np.all(tangency[converged] <= 10 * tol + 10 * np.finfo(np.dtype(dtype)).eps)
+    # The check itself rounds: X^T zeta in the dtype is exact only to ~eps ||zeta||, and
+    # float32 steps reach ||zeta|| ~ 2e4 here (the solver's own E can round to 0 there).
+    eps = np.finfo(np.dtype(dtype)).eps
+    scale = 1.0 + np.asarray(jnp.linalg.norm(zetas, axis=(1, 2)))
+    assert np.all(tangency[converged] <= (10 * tol + 10 * eps * scale)[converged])
