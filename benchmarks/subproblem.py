@@ -28,10 +28,10 @@ FLOP model (2 FLOPs per multiply-add; counts from ``SubproblemInfo``):
   2 d r^2 (X^T Y; the prox argument is affine in Lambda, so trial points reuse
   X D);
 * each Newton step (``num_steps``): 2 d r^2 (X D, D the Newton direction);
-* dense path (r < 15), each Newton step additionally 2 d r^3 (the K tensor
+* dense path (r < CG_THRESHOLD), each Newton step additionally 2 d r^3 (the K tensor
   X^T diag(mask_i) X for all columns i) + (2/3) m^3 (the LU solve,
   m = r (r + 1) / 2; the Gram matrix is read off K by indexing);
-* CG path (r >= 15), each CG iteration (``num_linear_steps``): 4 d r^2
+* CG path (r >= CG_THRESHOLD), each CG iteration (``num_linear_steps``): 4 d r^2
   (X @ H and X^T (mask * .)).
 
 Element-wise work (soft-thresholding, masks, CG vector updates, finiteness

@@ -5,15 +5,21 @@ r = 10 and 15, mu in {0.05, 0.2, 0.4, 0.8}, t = 0.1) are solved by ``rproxjax.ta
 warm-started as in the runs:
 
 * "before": the reference rule (``method="reference"``) from the previous multiplier
-  ``lam_prev``, with the default linear solver (dense below r = 15, CG from 15): the
+  ``lam_prev``, with the linear solver the library then chose (dense below r = 15, CG from
+  15; "auto" is now dense up to r = 15): the
   library as it was;
 * "secant": the default rule from the previous multiplier's regularizer part
-  (``lam_h=lam_h_prev``), dense and CG Newton systems.
+  (``lam_h=lam_h_prev``), dense and CG Newton systems;
+* "adaptive": plain dual Newton steps until one makes too little progress, then the
+  secant rule (dense), from ``lam_h_prev``.
 
-float64 at tol 1e-8 (goal: mean <= 3, max <= 10 steps, every call converged) and float32
-at its default tolerance (goal: every call converged). Time per call: median over the
-instances of each call's median wall time (jitted, after warm-up). Run from the
-repository root: ``python benchmarks/subproblem_real.py [--quick] [--no-save]``.
+Tolerances: float64 at tol 1e-8 (goal: mean <= 3, max <= 10 steps, every call
+converged), float32 at its default tolerance (goal: every call converged), and the
+stochastic optimizers' default, ||E|| <= tol + 1e-2 ||zeta|| ("rtol 1e-2", each dtype's
+default tol); "before" is then the reference rule with the same stopping test. Time per
+call: median over the instances of each call's median wall time (jitted, after
+warm-up). Run from the repository root:
+``python benchmarks/subproblem_real.py [--quick] [--no-save]``.
 """
 
 from __future__ import annotations
@@ -32,25 +38,33 @@ from _timing import machine_info, print_table, save_results, time_fn  # noqa: E4
 import rproxjax  # noqa: E402
 
 CONFIGS = {  # name: (method, warm start, linear solver)
-    "before (reference, auto)": ("reference", "lam", "auto"),
+    "before (reference, auto)": ("reference", "lam", "before"),
     "secant, dense": ("secant", "lam_h", "dense"),
     "secant, cg": ("secant", "lam_h", "cg"),
+    "adaptive, dense": ("adaptive", "lam_h", "dense"),
 }
+STOCHASTIC_RTOL = 1e-2
 
 
-def solver(method, warm, linear_solver, tol):
+def solver(method, warm, linear_solver, tol, rtol):
     @jax.jit
     def solve(x, g, t, mu, start):
-        return rproxjax.tangent_prox(x, g, t, rproxjax.l1(mu), tol=tol, method=method,
-                                     linear_solver=linear_solver, **{warm: start})
+        return rproxjax.tangent_prox(x, g, t, rproxjax.l1(mu), tol=tol, rtol=rtol,
+                                     method=method, linear_solver=linear_solver,
+                                     **{warm: start})
 
     return solve
 
 
-def measure(instances, name, dtype, repeats):
+def measure(instances, name, dtype, stopping, repeats):
     method, warm, linear_solver = CONFIGS[name]
-    tol = 1e-8 if dtype == "float64" else None
-    solve = solver(method, warm, linear_solver, tol)
+    if stopping == "rtol 1e-2":
+        tol, rtol = None, STOCHASTIC_RTOL
+    else:
+        tol, rtol = (1e-8 if dtype == "float64" else None), 0.0
+    if linear_solver == "before":  # the library's former "auto": CG from r = 15
+        linear_solver = "cg" if instances[0]["x"].shape[1] >= 15 else "dense"
+    solve = solver(method, warm, linear_solver, tol, rtol)
     rows = []
     for inst in instances:
         start = inst["lam_prev"] if warm == "lam" else inst["lam_h_prev"]
@@ -76,28 +90,33 @@ def summarize(rows):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="r = 10 only, one timing repeat")
+    parser.add_argument("--repeats", type=int, default=5, help="timing repeats per call")
     parser.add_argument("--no-save", action="store_true")
     args = parser.parse_args()
     ranks = (10,) if args.quick else (10, 15)
-    repeats = 1 if args.quick else 5
-    headers = ["dtype", "r", "rule", "mu", "steps mean", "p90", "max", "unconverged",
-               "E evals mean", "ms/call (median)"]
+    repeats = 1 if args.quick else args.repeats
+    headers = ["stopping", "dtype", "r", "rule", "mu", "steps mean", "p90", "max",
+               "unconverged", "E evals mean", "ms/call (median)"]
     table, results = [], []
-    for dtype in ("float64", "float32"):
-        for r in ranks:
-            instances = load_instances(r, np.dtype(dtype))
-            for name in CONFIGS:
-                rows = measure(instances, name, dtype, repeats)
-                groups = {"all": rows} | {
-                    f"{mu:g}": [row for row in rows if row["mu"] == mu]
-                    for mu in sorted({row["mu"] for row in rows})}
-                for mu, group in groups.items():
-                    s = summarize(group)
-                    results.append(dict(dtype=dtype, r=r, rule=name, mu=mu, **s, calls=group))
-                    table.append([dtype, r, name, mu, f"{s['mean']:.2f}", f"{s['p90']:.1f}",
-                                  s["max"], s["unconverged"], f"{s['evals']:.1f}",
-                                  f"{s['ms']:.2f}"])
-                print(f"done: {dtype} r={r} {name}", flush=True)
+    for stopping in ("tol", "rtol 1e-2"):
+        for dtype in ("float64", "float32"):
+            for r in ranks:
+                instances = load_instances(r, np.dtype(dtype))
+                for name in CONFIGS:
+                    rows = measure(instances, name, dtype, stopping, repeats)
+                    groups = {"all": rows} | {
+                        f"{mu:g}": [row for row in rows if row["mu"] == mu]
+                        for mu in sorted({row["mu"] for row in rows})}
+                    label = stopping if stopping != "tol" else (
+                        "tol 1e-8" if dtype == "float64" else "default tol")
+                    for mu, group in groups.items():
+                        s = summarize(group)
+                        results.append(dict(stopping=label, dtype=dtype, r=r, rule=name, mu=mu,
+                                            **s, calls=group))
+                        table.append([label, dtype, r, name, mu, f"{s['mean']:.2f}",
+                                      f"{s['p90']:.1f}", s["max"], s["unconverged"],
+                                      f"{s['evals']:.1f}", f"{s['ms']:.2f}"])
+                    print(f"done: {label} {dtype} r={r} {name}", flush=True)
     markdown = print_table(headers, table)
     goal = ("\nGoal (float64, tol 1e-8): mean <= 3 and max <= 10 Newton steps, every call "
             "converged; float32 at its default tolerance: every call converged. 8 instances "

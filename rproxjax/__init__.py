@@ -30,6 +30,7 @@ from rproxjax._regularizers import L1, L21, l1, l21
 from rproxjax._results import Status, describe
 from rproxjax._runner import FitResult, History, fit
 from rproxjax._subproblem import SubproblemInfo, default_tol, tangent_prox
+from rproxjax._sweep import sweep
 
 __version__ = "0.1.0"
 
@@ -63,5 +64,6 @@ __all__ = [
     "l1",
     "l21",
     "stiefel",
+    "sweep",
     "tangent_prox",
 ]

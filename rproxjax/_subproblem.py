@@ -34,10 +34,14 @@ __all__ = ["METHODS", "SubproblemInfo", "default_tol", "tangent_prox"]
 
 Array = Any
 
-#: r at and above which ``linear_solver="auto"`` uses conjugate gradients.
-CG_THRESHOLD = 15
-#: Newton rules: ``"secant"`` (default) and ``"reference"`` (the ManPG code's rule).
-METHODS = ("secant", "reference")
+#: r at and above which ``linear_solver="auto"`` uses conjugate gradients. With the
+#: secant rule the dense systems take fewer and more uniform steps at r = 15 on real
+#: subproblems (benchmarks/results/subproblem_real.md: max 10 against 30 steps) for a
+#: similar time per call; from r = 20 dense systems cost several times more.
+CG_THRESHOLD = 16
+#: Newton rules: ``"secant"`` (default), ``"adaptive"`` (plain steps, secant on
+#: demand) and ``"reference"`` (the ManPG code's rule).
+METHODS = ("secant", "adaptive", "reference")
 #: Breakpoints walked per coordinate by the secant rule.
 SECANT_PASSES = 3
 
@@ -104,12 +108,12 @@ def _newton_loop(step, x, xt, t, reg, lam, w, tol, rtol, max_steps):
         return norm_e <= tol + rtol * jnp.sqrt(jnp.sum((y - x) ** 2))
 
     def cond(state):
-        k, _, _, y, _, _, norm_e, status, _, _, _ = state
+        k, _, _, y, _, _, norm_e, status, _, _, _, _ = state
         return (k < max_steps) & ~done(y, norm_e) & (status == Status.SUCCESSFUL)
 
     def body(state):
-        k, lam, w, y, jac, e, norm_e, _, n_lin, n_eval, best = state
-        new = step(lam, w, y, jac, e, norm_e)
+        k, lam, w, y, jac, e, norm_e, _, n_lin, n_eval, best, aux = state
+        aux, new = step(aux, lam, w, y, jac, e, norm_e)
         lam_n, w_n, y_n, jac_n, e_n, norm_n, its, evals = new
         finite = jnp.isfinite(norm_n) & jnp.all(jnp.isfinite(lam_n))
         keep = lambda a, b: jnp.where(finite, a, b)  # noqa: E731
@@ -120,12 +124,13 @@ def _newton_loop(step, x, xt, t, reg, lam, w, tol, rtol, max_steps):
         # dual's minimizer along a line need not lower ||E||): keep the best iterate.
         better = norm_e < best[2]
         best = jax.tree.map(lambda a, b: jnp.where(better, a, b), (lam, y, norm_e), best)
-        return k + 1, lam, w, y, jac, e, norm_e, status, n_lin + its, n_eval + evals, best
+        return (k + 1, lam, w, y, jac, e, norm_e, status, n_lin + its, n_eval + evals, best,
+                aux)
 
     status0 = jnp.where(jnp.isfinite(norm_e), Status.SUCCESSFUL, Status.NONFINITE)
     init = (jnp.int32(0), lam, w, y, jac, e, norm_e, status0.astype(jnp.int32),
-            jnp.int32(0), jnp.int32(1), (lam, y, norm_e))
-    k, _, _, _, _, _, _, status, n_lin, n_eval, best = lax.while_loop(cond, body, init)
+            jnp.int32(0), jnp.int32(1), (lam, y, norm_e), jnp.bool_(False))
+    k, _, _, _, _, _, _, status, n_lin, n_eval, best, _ = lax.while_loop(cond, body, init)
     return k, status, n_lin, n_eval, best, done
 
 
@@ -136,8 +141,9 @@ def _solve(x, g, t, reg, lam, lam_h, tol, rtol, max_steps: int, use_cg: bool, me
     smooth = _smooth_part(x, g)
     if lam is None:
         lam = smooth + lam_h
-    if method == "secant":
-        step = functools.partial(_ssn_steps.secant_step, passes=SECANT_PASSES)
+    if method in ("secant", "adaptive"):
+        step = functools.partial(_ssn_steps.secant_step, passes=SECANT_PASSES,
+                                 adaptive=method == "adaptive")
     else:
         step = _ssn_steps.reference_step
     step = functools.partial(step, x, xt, t, reg, tol, use_cg)
@@ -193,7 +199,7 @@ def tangent_prox(
     rtol=0.0,
     max_steps: int = 100,
     linear_solver: Literal["auto", "dense", "cg"] = "auto",
-    method: Literal["secant", "reference"] = "secant",
+    method: Literal["secant", "adaptive", "reference"] = "secant",
 ):
     r"""Solves the tangent-space proximal subproblem at ``x``.
 
@@ -218,6 +224,12 @@ def tangent_prox(
       Jacobian for l21) and an exact line search on phi. On degenerate
       subproblems (columns of Y with fewer nonzeros than r, where the
       generalized Jacobian is singular) it takes few and uniform steps.
+    * ``"adaptive"``: plain dual Newton steps (no secant shift) until a
+      step cuts ||E|| by less than 5x, then the secant rule. Cheaper per call
+      where few steps are needed (loose tolerances, the stochastic
+      optimizers' default), a few more steps on degenerate problems at tight
+      tolerances. Under ``jax.vmap`` its switch runs both branches: use
+      ``"secant"`` there.
     * ``"reference"``: the reference ManPG code's rule (regularization
       0.2 min(||E||, 0.1), backtracking on ||E||^2), kept to reproduce its
       published iteration counts.
@@ -241,8 +253,8 @@ def tangent_prox(
         ||E||_F <= tol + rtol * ||zeta||_F (0 by default). ||E|| is the
         tangency defect of zeta and bounds its error up to a small factor.
       max_steps: most Newton steps (static).
-      linear_solver: ``"dense"``, ``"cg"``, or ``"auto"`` (dense for r < 15).
-      method: ``"secant"`` or ``"reference"`` (static).
+      linear_solver: ``"dense"``, ``"cg"``, or ``"auto"`` (dense for r <= 15).
+      method: ``"secant"``, ``"adaptive"`` or ``"reference"`` (static).
 
     Returns:
       ``(zeta, info)``: the tangent step (d x r) and a :class:`SubproblemInfo`.

@@ -121,7 +121,7 @@ INSTANCES = [
 # The largest l21 problem: about 3 s per cvxpy solve, so it is marked slow.
 SLOW_INSTANCES = [Instance("l21", 200, 20, 1.5, f=f, seed=8) for f in L21_FACTORS]
 # Mid-size instances also solved with the other linear solver forced: one whose
-# "auto" choice is dense (r < 15) and one whose "auto" choice is CG.
+# "auto" choice is dense (r < CG_THRESHOLD) and one whose "auto" choice is CG.
 SOLVER_PAIRS = [
     Instance("l21", 100, 10, 1.0, f=1.0, seed=6),
     Instance("l1-col", 120, 16, 1.0, f=0.2, seed=4),

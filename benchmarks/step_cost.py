@@ -1,0 +1,544 @@
+"""Benchmark: cost of one proximal step against one R-Subgrad step, and of a vmapped mu sweep.
+
+Run from the repository root (about 5-8 minutes on a busy 2-core CPU; 5.2 measured)::
+
+    python benchmarks/step_cost.py                       # tables, saved
+    python benchmarks/step_cost.py --dtypes float64 --no-save
+    python benchmarks/step_cost.py --no-sweep
+
+Instance: real MNIST at the paper's size, ``rproxjax.datasets.load_mnist(20000,
+seed=0)`` (n = 20,000 centred and scaled images, d = 784), r = 10, minibatch
+b = 100, per-sample loss ``rproxjax.problems.spca_loss`` (||z||^2 - ||X^T z||^2),
+regularizer ``rproxjax.l1(mu)``, X0 = ``stiefel.random_point(key(0), 784, 10)``.
+float64 (x64 enabled here) and float32 (data, X0 and mu built in float32).
+
+Optimizers (defaults otherwise: Newton rule "secant", ``ssn_rtol`` = 1e-3,
+``ssn_max_steps`` = 100, polar retraction):
+
+* R-ProxSGD: ``r_prox_sgd(inverse_sqrt_schedule(1.0), 0.1, l1(mu))``;
+* R-ProxSPB: ``r_prox_spb(1.0, 0.1, l1(mu), q=100)``;
+* R-Subgrad: ``r_subgrad(inverse_sqrt_schedule(1.0), l1(mu))``;
+* for comparison: R-ProxSGD with ``ssn_rtol=0.0`` (the old rule: solve to
+  ``ssn_tol`` alone) and with ``ssn_max_steps=0`` (no Newton step: the prox
+  setup and the first evaluation of E only, to split the step's cost), and a
+  "gradient only" scan (gather + ``jax.grad``, no update), and R-ProxSGD with
+  ``ssn_method="reference"`` (the reference code's Newton rule) if
+  ``r_prox_sgd`` accepts ``ssn_method`` (the row is skipped, with a note,
+  otherwise). These variants are timed from R-ProxSGD's warmed-up state.
+
+Part (a), per-step cost, for mu in {0.05, 0.2, 0.4, 0.8}: each method first
+runs 200 iterations from X0 with ``rproxjax.fit`` (``steps_per_epoch=200``,
+``num_epochs=1``; for R-ProxSPB two blocks of a refresh and q - 1 = 99 SARAH
+steps), so that X is sparse and the subproblem is warm-started as in a run.
+Then a compiled ``lax.scan`` of T = 50 iterations of [minibatch gather +
+``jax.grad`` of the mean per-sample loss + ``opt.update`` +
+``optax.apply_updates``], with the same pre-drawn indices (a permutation, no
+repeats) for all methods, is timed; the same scan body serves every method
+(R-ProxSPB SARAH steps pass ``grad_fn`` = the same minibatch's gradient as a
+function of the point and ``refresh=False`` statically). The R-ProxSPB SARAH
+scan starts just after a refresh. The refresh step (full gradient over n in
+chunks of 2048, as ``fit`` computes it, + update with ``refresh=True`` +
+apply) is timed on its own, as one compiled call from the warmed-up state
+(where the next refresh falls); amortized = ((q - 1) SARAH + refresh) / q.
+Every function is compiled and called once untimed; then the methods of one
+(dtype, mu) are timed round-robin, one call each per round (so that all see
+the same load), ``--repeats`` rounds (default 7); the time per step is the
+median call time / T, and the ratio is to R-Subgrad's median in the same
+rounds. Newton steps per call are ``state.ssn.num_steps`` collected in the
+scan, averaged over the timed steps.
+
+Part (b), the sweep: ``run(mu, key, data)`` builds the optimizer inside and
+calls ``rproxjax.fit(opt, spca_loss, X0, data, key=key, batch_size=100,
+num_epochs=1, steps_per_epoch=200, reg=l1(mu))`` (R-ProxSPB: q = 100, so two
+blocks of a full-gradient refresh and 99 SARAH steps), returning the final
+params, optimizer state and per-step Newton steps (``history.ssn_steps``).
+The data set is an argument (``in_axes=None`` under vmap) rather than a
+closed-over constant. Timed: ``jax.jit(jax.vmap(run, in_axes=(0, 0, None)))``
+over the 8 mu of ``jnp.geomspace(0.05, 0.8, 8)`` (one key per lane), one
+``jax.jit(run)`` at mu = 0.2, and the 8 single runs (same mu and keys as the
+lanes) one after another. All are compiled ahead of time; then
+``--sweep-repeats`` rounds (default 3) of [vmap, single, 8 sequential] are
+timed, medians reported. Newton steps: the single run's mean, the mean over
+lanes and steps, and the lockstep count (max over lanes per step, averaged
+over steps), which is what the vmapped ``while_loop`` of the subproblem pays.
+The vmapped final points are checked against the sequential runs'.
+
+Goals (targets measured, not assumed): (a) prox step / R-Subgrad step
+<= 1.5; (b) vmap 8 / single <= 2.5, and the vmapped sweep no slower than the
+8 sequential runs. The library is not modified.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import inspect
+import statistics
+import subprocess
+import time
+import traceback
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax import lax
+
+import rproxjax
+from rproxjax import stiefel
+from rproxjax._runner import _chunked_mean  # the chunked full gradient of fit
+from rproxjax.problems import spca_loss
+
+try:  # run as a script: benchmarks/ is on sys.path
+    import _timing
+except ImportError:  # run as `python -m benchmarks.step_cost`
+    from benchmarks import _timing
+
+jax.config.update("jax_enable_x64", True)
+
+N, D, R, B = 20_000, 784, 10, 100
+GAMMA = 0.1
+ETA0 = 1.0
+Q = 100
+T = 50
+WARMUP_STEPS = 200
+CHUNK = 2048
+MUS = (0.05, 0.2, 0.4, 0.8)
+SWEEP_MU = 0.2
+SWEEP_K = 8
+DTYPES = ("float64", "float32")
+GOAL_STEP = 1.5
+GOAL_VMAP = 2.5
+
+NAMES = {
+    "subgrad": "R-Subgrad",
+    "grad": "gradient only (gather + grad)",
+    "sgd": "R-ProxSGD",
+    "sgd_rtol0": "R-ProxSGD, ssn_rtol=0",
+    "sgd_secant": "R-ProxSGD, ssn_method=secant",
+    "sgd_adaptive": "R-ProxSGD, ssn_method=adaptive",
+    "sgd_ref": "R-ProxSGD, ssn_method=reference",
+    "sgd_ms0": "R-ProxSGD, ssn_max_steps=0",
+    "sarah": "R-ProxSPB SARAH step",
+    "refresh": "R-ProxSPB refresh (full grad)",
+    "spb_avg": "R-ProxSPB amortized (q = 100)",
+    "spb": "R-ProxSPB",
+}
+#: rows of the main table whose ratio is held to the goal
+GOAL_ROWS = ("sgd", "sarah", "spb_avg")
+
+
+# --------------------------------------------------------------------------
+# Optimizers and the compiled functions
+
+
+def make_opt(method, mu, **kwargs):
+    reg = rproxjax.l1(mu)
+    if method.startswith("sgd"):
+        return rproxjax.r_prox_sgd(rproxjax.inverse_sqrt_schedule(ETA0), GAMMA, reg, **kwargs)
+    if method in ("spb", "sarah", "refresh"):
+        return rproxjax.r_prox_spb(ETA0, GAMMA, reg, q=Q, **kwargs)
+    if method in ("subgrad", "grad"):
+        return rproxjax.r_subgrad(rproxjax.inverse_sqrt_schedule(ETA0), reg)
+    raise ValueError(method)
+
+
+def batch_loss(x, batch):
+    return jnp.mean(jax.vmap(spca_loss, in_axes=(None, 0))(x, batch))
+
+
+batch_grad = jax.grad(batch_loss)
+
+
+def newton_steps(state):
+    ssn = getattr(state, "ssn", None)
+    return jnp.int32(0) if ssn is None else ssn.num_steps
+
+
+def run(method, mu, key, data, x0):
+    """One whole ``fit`` run of WARMUP_STEPS steps (the sweep's unit and the warm-up)."""
+    opt = make_opt(method, mu)
+    res = rproxjax.fit(opt, spca_loss, x0, data, key=key, batch_size=B, num_epochs=1,
+                       steps_per_epoch=WARMUP_STEPS, reg=rproxjax.l1(mu))
+    return res.params, res.opt_state, res.history.ssn_steps
+
+
+def make_scan(method, **opt_kwargs):
+    """jit of (x, state, idx, data, mu) -> ((x, state), per-step outputs): T steps."""
+
+    def scan(x, state, idx, data, mu):
+        opt = make_opt(method, mu, **opt_kwargs)
+
+        def body(carry, ib):
+            x, state = carry
+            batch = data[ib]
+            g = batch_grad(x, batch)
+            if method == "grad":  # the gradient alone: x and state unchanged
+                return (x, state), jnp.sum(g)
+            extra = {}
+            if method == "sarah":
+                extra = {"grad_fn": lambda p: batch_grad(p, batch), "refresh": False}
+            updates, state = opt.update(g, state, x, **extra)
+            x = optax.apply_updates(x, updates)
+            return (x, state), newton_steps(state)
+
+        return lax.scan(body, (x, state), idx)
+
+    return jax.jit(scan)
+
+
+def _refresh(x, state, data, mu):
+    opt = make_opt("refresh", mu)
+    n = data.shape[0]
+    g = _chunked_mean(lambda b: batch_grad(x, b), data, n, CHUNK)
+    updates, state = opt.update(g, state, x, refresh=True)
+    return (optax.apply_updates(x, updates), state), newton_steps(state)
+
+
+refresh_fn = jax.jit(_refresh)
+
+
+def _nnz(x):
+    return int(np.count_nonzero(np.abs(np.asarray(x)) > 1e-3))
+
+
+def _sync(x):
+    return jax.block_until_ready(x)
+
+
+# --------------------------------------------------------------------------
+# Part (a): per-step cost
+
+
+def step_variants():
+    """(name, scan factory kwargs) of the scanned rows; a skipped row gets a reason."""
+    variants = {
+        "subgrad": ("subgrad", {}), "grad": ("grad", {}), "sgd": ("sgd", {}),
+        "sgd_rtol0": ("sgd", {"ssn_rtol": 0.0}), "sgd_ms0": ("sgd", {"ssn_max_steps": 0}),
+        "sarah": ("sarah", {}),
+    }
+    skipped = {}
+    if "ssn_method" in inspect.signature(rproxjax.r_prox_sgd).parameters:
+        variants["sgd_ref"] = ("sgd", {"ssn_method": "reference"})
+        variants["sgd_secant"] = ("sgd", {"ssn_method": "secant"})
+        variants["sgd_adaptive"] = ("sgd", {"ssn_method": "adaptive"})
+    else:
+        skipped["sgd_ref"] = ("r_prox_sgd has no ssn_method argument (only manpg has); "
+                              "the 'reference' Newton rule row is skipped")
+    return variants, skipped
+
+
+def bench_steps(dtype, data, x0, runs, scans, repeats, seed, mus=MUS):
+    """All rows of one dtype: {mu: {row: result}}."""
+    out = {}
+    for i, mu_f in enumerate(mus):
+        tic = time.perf_counter()
+        mu = jnp.asarray(mu_f, dtype)
+        key = jax.random.key(1)
+        starts, warm = {}, {}
+        for m in ("sgd", "spb", "subgrad"):
+            x, st, hist = _sync(runs[m](mu, key, data, x0))
+            warm[m] = float(np.mean(np.asarray(hist)))
+            starts[m] = (x, st)
+        # SARAH steps are timed from just after a refresh; the refresh from where it falls.
+        (x_r, st_r), _ = _sync(refresh_fn(*starts["spb"], data, mu))
+        rng = np.random.default_rng(seed + i)
+        idx = jnp.asarray(rng.permutation(N)[: T * B].reshape(T, B), jnp.int32)
+
+        calls = {}
+        for row, (method, _) in scans.items():
+            if method in ("sgd",):
+                x, st = starts["sgd"]
+            elif method == "sarah":
+                x, st = x_r, st_r
+            else:
+                x, st = starts["subgrad"]
+            calls[row] = (scans[row][1], (x, st, idx, data, mu), T)
+        calls["refresh"] = (refresh_fn, (*starts["spb"], data, mu), 1)
+
+        results, samples = {}, {row: [] for row in calls}
+        for row, (fn, args, _) in calls.items():  # compile + one untimed call
+            try:
+                _, ys = _sync(fn(*args))
+                results[row] = {"newton_steps": float(np.mean(np.asarray(ys)))
+                                if row != "grad" else 0.0}
+            except Exception as exc:  # noqa: BLE001 - reported, not hidden
+                results[row] = {"error": f"{type(exc).__name__}: {exc}",
+                                "traceback": traceback.format_exc(limit=6)}
+                print(f"{dtype} mu={mu_f} {NAMES[row]} FAILED:\n{results[row]['traceback']}",
+                      flush=True)
+        live = [row for row in calls if "error" not in results[row]]
+        for _ in range(repeats):  # round-robin: every row sees the same load
+            for row in live:
+                fn, args, steps = calls[row]
+                samples[row].append(_timing.time_samples(fn, *args, repeats=1, warmup=0)[0]
+                                    / steps)
+        for row in live:
+            results[row].update(time_s=statistics.median(samples[row]),
+                                samples_s=samples[row])
+        sub = results.get("subgrad", {}).get("time_s")
+        if "sarah" in live and "refresh" in live:
+            s, r = results["sarah"], results["refresh"]
+            results["spb_avg"] = {
+                "time_s": ((Q - 1) * s["time_s"] + r["time_s"]) / Q,
+                "newton_steps": ((Q - 1) * s["newton_steps"] + r["newton_steps"]) / Q,
+                "refresh_per_q_s": r["time_s"] / Q,
+            }
+        for row, res in results.items():
+            if "time_s" in res and sub:
+                res["ratio"] = res["time_s"] / sub
+                if row in GOAL_ROWS:
+                    res["meets_goal"] = bool(res["ratio"] <= GOAL_STEP)
+        # paired per-round ratios (same round, same load) as a check on the medians
+        if sub:
+            for row in live:
+                if row != "subgrad" and row != "refresh":
+                    res = results[row]
+                    res["paired_ratio_median"] = statistics.median(
+                        a / b for a, b in zip(samples[row], samples["subgrad"], strict=True))
+        results["_meta"] = {
+            "nonzeros_start": {m: _nnz(starts[m][0]) for m in starts},
+            "warmup_newton_steps_mean": warm,
+            "seconds": time.perf_counter() - tic,
+        }
+        out[mu_f] = results
+        line = ", ".join(
+            f"{row} {1e6 * res['time_s']:,.0f} us"
+            + (f" (x{res['ratio']:.2f})" if "ratio" in res else "")
+            + (f" N={res['newton_steps']:.2f}" if res.get("newton_steps") else "")
+            for row, res in results.items() if not row.startswith("_") and "time_s" in res)
+        print(f"{dtype} mu={mu_f}: {line}; nonzeros {results['_meta']['nonzeros_start']} "
+              f"[{results['_meta']['seconds']:.0f} s]", flush=True)
+    return out
+
+
+# --------------------------------------------------------------------------
+# Part (b): the vmapped sweep
+
+
+def bench_sweep(method, dtype, data, x0, single_fn, repeats):
+    mus = jnp.geomspace(0.05, 0.8, SWEEP_K).astype(dtype)
+    keys = jax.random.split(jax.random.key(3), SWEEP_K)
+    mu1 = jnp.asarray(SWEEP_MU, dtype)
+    tic = time.perf_counter()
+    vfn = jax.jit(jax.vmap(lambda mu, k, d, x: run(method, mu, k, d, x),
+                           in_axes=(0, 0, None, None)))
+    vcompiled = vfn.lower(mus, keys, data, x0).compile()
+    compile_s = time.perf_counter() - tic
+    mfn = jax.jit(lambda m, k, d, x: rproxjax.sweep(
+        lambda mu, key: run(method, mu, key, d, x), m, k, lanes="map"))
+    mcompiled = mfn.lower(mus, keys, data, x0).compile()
+    _sync(single_fn(mu1, keys[0], data, x0))  # compiled already (warm-up); one untimed call
+    v_s, one_s, seq_s, m_s = [], [], [], []
+    v_out = one_out = seq_out = m_out = None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        m_out = _sync(mcompiled(mus, keys, data, x0))
+        m_s.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        v_out = _sync(vcompiled(mus, keys, data, x0))
+        v_s.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        one_out = _sync(single_fn(mu1, keys[0], data, x0))
+        one_s.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        seq_out = [_sync(single_fn(mus[i], keys[i], data, x0)) for i in range(SWEEP_K)]
+        seq_s.append(time.perf_counter() - t0)
+    v_t, one_t, seq_t, m_t = (statistics.median(s) for s in (v_s, one_s, seq_s, m_s))
+    lane_steps = np.asarray(v_out[2], np.float64)  # (lanes, steps)
+    seq_steps = np.stack([np.asarray(o[2], np.float64) for o in seq_out])
+    x_seq = np.stack([np.asarray(o[0]) for o in seq_out])
+    res = {
+        "method": method, "dtype": dtype, "mus": np.asarray(mus).tolist(),
+        "single_mu": SWEEP_MU, "steps_per_run": WARMUP_STEPS,
+        "vmap_compile_s": compile_s,
+        "single_s": one_t, "vmap_s": v_t, "sequential_s": seq_t, "map_s": m_t,
+        "map_ratio": m_t / one_t,
+        "max_abs_diff_map_vs_sequential_params": float(
+            np.max(np.abs(np.asarray(m_out[0]) - np.stack([np.asarray(o[0]) for o in seq_out])))),
+        "single_mean_of_8_s": seq_t / SWEEP_K,
+        "ratio": v_t / one_t, "ratio_vs_mean_single": v_t / (seq_t / SWEEP_K),
+        "speedup_vs_sequential": seq_t / v_t,
+        "meets_ratio_goal": bool(v_t / one_t <= GOAL_VMAP),
+        "meets_sequential_goal": bool(v_t <= seq_t),
+        "samples": {"vmap_s": v_s, "single_s": one_s, "sequential_s": seq_s, "map_s": m_s},
+        "newton_single": float(np.mean(np.asarray(one_out[2]))),
+        "newton_lanes_mean": float(lane_steps.mean()),
+        "newton_lanes": lane_steps.mean(axis=1).tolist(),
+        "newton_lockstep": float(lane_steps.max(axis=0).mean()),
+        "newton_sequential_lanes": seq_steps.mean(axis=1).tolist(),
+        "max_abs_diff_vmap_vs_sequential_params": float(
+            np.max(np.abs(np.asarray(v_out[0]) - x_seq))),
+        "lane_nonzeros": [_nnz(x) for x in np.asarray(v_out[0])],
+    }
+    print(
+        f"{dtype} sweep {NAMES[method]}: vmap 8 {v_t:.2f} s vs single {one_t:.2f} s "
+        f"(ratio {res['ratio']:.2f}), 8 sequential {seq_t:.2f} s (vmap x"
+        f"{res['speedup_vs_sequential']:.2f}); Newton single {res['newton_single']:.2f}, lanes "
+        f"{res['newton_lanes_mean']:.2f} ({', '.join(f'{v:.2f}' for v in res['newton_lanes'])}),"
+        f" lockstep {res['newton_lockstep']:.2f}; max |X_vmap - X_seq| "
+        f"{res['max_abs_diff_vmap_vs_sequential_params']:.1e}; vmap compile {compile_s:.0f} s",
+        flush=True,
+    )
+    return res
+
+
+def library_state():
+    """HEAD commit and a hash of the uncommitted changes under rproxjax/ (provenance)."""
+    def git(*a):
+        try:
+            return subprocess.run(["git", *a], capture_output=True, text=True, check=True,
+                                  cwd=_timing.RESULTS_DIR.parent.parent).stdout
+        except (OSError, subprocess.CalledProcessError):
+            return ""
+    diff = git("diff", "HEAD", "--", "rproxjax")
+    return {"head": git("rev-parse", "HEAD").strip(),
+            "rproxjax_uncommitted_diff_sha1": hashlib.sha1(diff.encode()).hexdigest()
+            if diff else None,
+            "rproxjax_uncommitted_files": git("diff", "HEAD", "--name-only", "--",
+                                              "rproxjax").split()}
+
+
+# --------------------------------------------------------------------------
+
+
+STEP_HEADERS = ["dtype", "mu", "method", "time/step (us)", "ratio to R-Subgrad",
+                "paired ratio", "Newton steps mean", f"goal <= {GOAL_STEP}"]
+SWEEP_HEADERS = ["dtype", "method", "single mu=0.2 (s)", "vmap 8 (s)", "ratio",
+                 f"goal <= {GOAL_VMAP}", "8 sequential (s)", "mean single (s)",
+                 "ratio vs mean single", "vmap speed-up vs sequential", "goal >= 1",
+                 "Newton steps single / lanes mean / lockstep",
+                 "sweep(lanes='map') 8 (s)", "map ratio"]
+ROW_ORDER = ("subgrad", "grad", "sgd", "sgd_ms0", "sgd_rtol0", "sgd_secant", "sgd_adaptive",
+             "sgd_ref", "sarah", "refresh", "spb_avg")
+
+
+def step_rows(dtype, res_by_mu):
+    rows = []
+    for mu, results in res_by_mu.items():
+        for row in ROW_ORDER:
+            if row not in results:
+                continue
+            res = results[row]
+            if "error" in res:
+                rows.append((dtype, mu, NAMES[row], "ERROR", "-", "-", "-",
+                             res["error"].splitlines()[0][:60]))
+                continue
+            goal = ("yes" if res["meets_goal"] else "no") if "meets_goal" in res else ""
+            rows.append((
+                dtype, mu, NAMES[row], f"{1e6 * res['time_s']:,.0f}",
+                f"{res['ratio']:.2f}" if "ratio" in res else "-",
+                f"{res['paired_ratio_median']:.2f}" if "paired_ratio_median" in res else "-",
+                f"{res['newton_steps']:.2f}" if row not in ("subgrad", "grad") else "-",
+                goal,
+            ))
+    return rows
+
+
+def sweep_row(s):
+    return (
+        s["dtype"], NAMES[s["method"]], f"{s['single_s']:.3f}", f"{s['vmap_s']:.3f}",
+        f"{s['ratio']:.2f}", "yes" if s["meets_ratio_goal"] else "no",
+        f"{s['sequential_s']:.3f}", f"{s['single_mean_of_8_s']:.3f}",
+        f"{s['ratio_vs_mean_single']:.2f}", f"{s['speedup_vs_sequential']:.2f}x",
+        "yes" if s["meets_sequential_goal"] else "no",
+        f"{s['newton_single']:.2f} / {s['newton_lanes_mean']:.2f} / {s['newton_lockstep']:.2f}",
+        f"{s['map_s']:.3f}", f"{s['map_ratio']:.2f}",
+    )
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--dtypes", nargs="+", default=list(DTYPES), choices=DTYPES)
+    parser.add_argument("--repeats", type=int, default=7, help="timed rounds per (dtype, mu)")
+    parser.add_argument("--sweep-repeats", type=int, default=3, help="timed sweep rounds")
+    parser.add_argument("--mus", nargs="+", type=float, default=list(MUS),
+                        help="mu values of the per-step table")
+    parser.add_argument("--no-sweep", action="store_true", help="skip the vmapped sweep")
+    parser.add_argument("--no-save", action="store_true", help="do not write benchmarks/results/")
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    machine = _timing.machine_info()
+    print("machine:", machine, flush=True)
+    lib = library_state()
+    print("library:", lib, flush=True)
+    variants, skipped = step_variants()
+    for row, why in skipped.items():
+        print(f"skipped {NAMES[row]}: {why}", flush=True)
+
+    steps, sweeps, errors = {}, [], []
+    for dtype in args.dtypes:
+        tic = time.perf_counter()
+        data = jnp.asarray(rproxjax.datasets.load_mnist(N, seed=0, dtype=np.dtype(dtype)))
+        x0 = stiefel.random_point(jax.random.key(0), D, R, jnp.dtype(dtype))
+        assert data.dtype == jnp.dtype(dtype) and x0.dtype == jnp.dtype(dtype)
+        runs = {m: jax.jit(lambda mu, k, d, x, m=m: run(m, mu, k, d, x))
+                for m in ("sgd", "spb", "subgrad")}
+        scans = {row: (method, make_scan(method, **kw)) for row, (method, kw) in variants.items()}
+        print(f"{dtype}: data {data.shape} loaded [{time.perf_counter() - tic:.1f} s]", flush=True)
+        steps[dtype] = bench_steps(dtype, data, x0, runs, scans, args.repeats, seed=100,
+                                    mus=tuple(args.mus))
+        if not args.no_sweep:
+            for method in ("sgd", "spb"):
+                try:
+                    sweeps.append(bench_sweep(method, dtype, data, x0, runs[method],
+                                              args.sweep_repeats))
+                except Exception as exc:  # noqa: BLE001 - reported, not hidden
+                    tb = traceback.format_exc(limit=8)
+                    print(f"{dtype} sweep {method} FAILED:\n{tb}", flush=True)
+                    errors.append({"dtype": dtype, "method": method,
+                                   "error": f"{type(exc).__name__}: {exc}", "traceback": tb})
+        print(f"{dtype} done [{time.perf_counter() - tic:.0f} s]", flush=True)
+
+    title = (f"## Per-step cost, MNIST n={N}, d={D}, r={R}, b={B}, gamma={GAMMA}, "
+             f"eta0={ETA0}, q={Q} (T={T}-step scans after {WARMUP_STEPS} warm-up steps)")
+    print(f"\n{title}\n")
+    rows = [r for dtype in steps for r in step_rows(dtype, steps[dtype])]
+    table = _timing.print_table(STEP_HEADERS, rows)
+    notes = [
+        f"Goal (a): R-ProxSGD step, R-ProxSPB SARAH step and R-ProxSPB amortized step each "
+        f"<= {GOAL_STEP}x one R-Subgrad step (the 'goal' column). 'ratio' is the median "
+        "time over the median R-Subgrad time of the same rounds; 'paired ratio' the median of "
+        "the per-round ratios. The refresh row is one call (full gradient over n); "
+        "amortized = (99 SARAH + 1 refresh) / 100.",
+        "ssn_max_steps=0: the prox setup and one evaluation of E, no Newton step (its "
+        "iterate is not a solved subproblem; timed from the same state as R-ProxSGD). "
+        "R-ProxSGD minus this row is the cost of the Newton steps.",
+    ] + [f"Skipped: {why}." for why in skipped.values()]
+    print("\n" + "\n".join(notes), flush=True)
+    sweep_md = ""
+    if sweeps or errors:
+        sweep_title = (f"## vmap of a whole fit run ({WARMUP_STEPS} steps) over 8 mu = "
+                       f"geomspace(0.05, 0.8, 8) vs one run (mu = {SWEEP_MU}) vs 8 sequential "
+                       f"runs (goals: ratio <= {GOAL_VMAP}; vmap no slower than sequential)")
+        print(f"\n{sweep_title}\n")
+        sweep_md = sweep_title + "\n\n" + _timing.print_table(
+            SWEEP_HEADERS, [sweep_row(s) for s in sweeps])
+        for e in errors:
+            line = f"\nFAILED {e['dtype']} {e['method']}: {e['error']}"
+            print(line)
+            sweep_md += "\n" + line
+    elapsed = time.perf_counter() - start
+    print(f"\ntotal benchmark time {elapsed:.0f} s", flush=True)
+    if not args.no_save:
+        markdown = "\n".join([title, "", table, "", *notes, "", sweep_md, "",
+                              f"Total benchmark time {elapsed:.0f} s."])
+        payload = {
+            "settings": {"n": N, "d": D, "r": R, "b": B, "gamma": GAMMA, "eta0": ETA0, "q": Q,
+                         "T": T, "warmup_steps": WARMUP_STEPS, "chunk": CHUNK,
+                         "sweep_mu": SWEEP_MU, "goal_step_ratio": GOAL_STEP,
+                         "goal_vmap_ratio": GOAL_VMAP, "skipped": skipped, **vars(args)},
+            "steps": {dt: {str(mu): res for mu, res in by_mu.items()}
+                      for dt, by_mu in steps.items()},
+            "sweeps": sweeps,
+            "errors": errors,
+            "library": lib,
+            "elapsed_s": elapsed,
+        }
+        machine["loadavg_end"] = _timing.machine_info()["loadavg_1_5_15min"]
+        paths = _timing.save_results("step_cost", payload, markdown, machine=machine)
+        print("saved", *[str(p) for p in paths])
+
+
+if __name__ == "__main__":
+    main()
