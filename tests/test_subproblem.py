@@ -266,3 +266,45 @@ def test_bad_inputs_raise_clear_errors():
         rproxjax.tangent_prox(x, g, 0.5, reg, linear_solver="lu")
     with pytest.raises(ValueError, match="t must be a scalar"):
         rproxjax.tangent_prox(x, g, jnp.ones(2), reg)
+    with pytest.raises(ValueError, match="method must be one of"):
+        rproxjax.tangent_prox(x, g, 0.5, reg, method="newton")
+    with pytest.raises(ValueError, match="lam_h must have shape"):
+        rproxjax.tangent_prox(x, g, 0.5, reg, lam_h=jnp.zeros((3, 2)))
+    with pytest.raises(ValueError, match="not both"):
+        rproxjax.tangent_prox(x, g, 0.5, reg, lam=jnp.zeros((3, 3)), lam_h=jnp.zeros((3, 3)))
+    with pytest.raises(ValueError, match="rtol must be finite and >= 0"):
+        rproxjax.tangent_prox(x, g, 0.5, reg, rtol=-1e-3)
+    with pytest.raises(ValueError, match="unknown ssn_method"):
+        rproxjax.r_prox_sgd(0.1, 0.1, reg, ssn_method="newton")
+
+
+@pytest.mark.parametrize("method", ["secant", "adaptive", "reference"])
+def test_lam_h_warm_start_equals_the_shifted_multiplier(method):
+    # lam_h = Lambda - sym(X^T G) / 2 of a solve restarts the same solve at its solution, and
+    # tangent_prox(lam_h=...) is tangent_prox(lam=lam_h + sym(X^T G) / 2).
+    x, g = _instance(10, 30, 4)
+    reg = rproxjax.l1(0.3)
+    zeta, info = rproxjax.tangent_prox(x, g, 0.5, reg, method=method)
+    a = x.T @ g
+    np.testing.assert_allclose(info.lam_h, info.lam - 0.25 * (a + a.T), atol=1e-14)
+    zeta2, info2 = rproxjax.tangent_prox(x, g, 0.5, reg, lam_h=info.lam_h, method=method)
+    assert int(info2.num_steps) == 0
+    np.testing.assert_allclose(zeta2, zeta, atol=1e-13)
+    g_new = g + 0.1 * jax.random.normal(jax.random.key(11), g.shape)
+    b = x.T @ g_new
+    z_h, i_h = rproxjax.tangent_prox(x, g_new, 0.5, reg, lam_h=info.lam_h, method=method,
+                                     max_steps=1)
+    z_l, i_l = rproxjax.tangent_prox(x, g_new, 0.5, reg, method=method, max_steps=1,
+                                     lam=info.lam_h + 0.25 * (b + b.T))
+    np.testing.assert_allclose(z_h, z_l, atol=1e-12)
+
+
+def test_relative_tolerance_stops_early_with_a_bounded_error():
+    x, g = _instance(12, 60, 5)
+    reg = rproxjax.l1(0.4)
+    tight, info = rproxjax.tangent_prox(x, g, 0.5, reg, tol=1e-12)
+    loose, info_l = rproxjax.tangent_prox(x, g, 0.5, reg, rtol=1e-2)
+    assert bool(info_l.converged)
+    assert int(info_l.num_steps) < int(info.num_steps)
+    assert float(info_l.residual) <= 1e-2 * float(jnp.linalg.norm(loose)) + 1e-10
+    assert float(jnp.linalg.norm(loose - tight)) <= 10 * float(info_l.residual) + 1e-12
