@@ -66,6 +66,7 @@ from _timing import machine_info, markdown_table, print_table, save_results  # n
 
 import rproxjax  # noqa: E402
 from rproxjax import problems  # noqa: E402
+from rproxjax._optimizers import SSN_RTOL  # noqa: E402
 
 N, D, R = 20000, 784, 10
 BATCH, Q, GAMMA = 100, 100, 0.1
@@ -218,8 +219,8 @@ def main():
     print()
     print(vtable)
     verdict_text = _verdict_text(runs, verdict, recommended, mus, rtols)
-    print(f"\n{verdict_text}\n\nrecommended ssn_rtol: {recommended:g}; "
-          f"total wall time {total:.0f} s", flush=True)
+    print(f"\n{verdict_text}\n\nlargest rtol within the spread: {recommended:g}; library "
+          f"default ssn_rtol: {SSN_RTOL:g}; total wall time {total:.0f} s", flush=True)
 
     mode = "quick (1 IFO/n; R-ProxSPB one block, 2 IFO/n)" if args.quick else "full (4 IFO/n)"
     sgd_steps, spb_steps = budget["R-ProxSGD"][0], budget["R-ProxSPB"][0]
@@ -248,7 +249,8 @@ def main():
         results = {"quick": args.quick, "n": N, "d": D, "r": R, "batch_size": BATCH, "q": Q,
                    "gamma": GAMMA, "seeds": list(SEEDS), "tol": TOL, "mus": list(mus),
                    "rtols": list(rtols), "runs": runs, "verdict": verdict,
-                   "recommended_ssn_rtol": recommended, "total_wall_s": total}
+                   "largest_rtol_within_spread": recommended,
+                   "library_default_ssn_rtol": SSN_RTOL, "total_wall_s": total}
         machine["loadavg_end"] = machine_info()["loadavg_1_5_15min"]
         paths = save_results("inexact", results, "\n".join(text), machine=machine)
         print("saved", *paths)
@@ -285,6 +287,9 @@ def _verdict_text(runs, verdict, recommended, mus, rtols):
     parts.append("The criterion is loose: the spread comes mostly from the random X0. "
                  "Seed by seed (same X0 and minibatches), over all methods, mu and curve "
                  "points: " + "; ".join(paired) + ".")
+    parts.append(f"The library's default is ssn_rtol = {SSN_RTOL:g}, well inside that bound: "
+                 "seed by seed it moves F by about 1e-2 on F = 45-55, while at 0.1 most solves "
+                 "take no Newton step at all (the warm-started multiplier is accepted as is).")
     bad = [(r["method"], r["mu"], r["rtol"], c) for r in runs for c in r["nonconverged_calls"]]
     if bad:
         parts.append("Unconverged solves (method, mu, rtol, (seed index, step, Newton steps, "
