@@ -242,7 +242,8 @@ def tangent_prox(
       reg: a regularizer such as :func:`rproxjax.l1` or :func:`rproxjax.l21`,
         or ``None`` for h = 0 (closed form zeta = -t P_X(G), no iteration).
       lam: r x r symmetric initial multiplier (a warm start on the same or a
-        nearby (X, G)). Zeros if neither ``lam`` nor ``lam_h`` is given.
+        nearby (X, G)); its symmetric part is used. Zeros if neither ``lam``
+        nor ``lam_h`` is given.
       lam_h: warm start from the regularizer's part of a previous multiplier
         (``info.lam_h`` of the previous optimizer step): Lambda_0 = lam_h +
         sym(X^T G) / 2. This tracks a stochastic gradient's jumps exactly;
@@ -312,13 +313,16 @@ def tangent_prox(
     for name, value in (("lam", lam), ("lam_h", lam_h)):
         if value is not None and jnp.shape(value) != (r, r):
             raise ValueError(f"{name} must have shape ({r}, {r}), got {jnp.shape(value)}.")
-    lam = None if lam is None else jnp.asarray(lam, dtype)
+    # Multipliers are symmetric: a skew part would add X * skew to the prox argument and
+    # move the solution (a converged answer to another problem), so it is dropped.
+    sym = lambda a: 0.5 * (a + a.T)  # noqa: E731
+    lam = None if lam is None else sym(jnp.asarray(lam, dtype))
     if lam_h is None:
         lam_h = jnp.zeros((r, r), dtype)
         if lam is None:
             lam = lam_h
     else:
-        lam_h = jnp.asarray(lam_h, dtype)
+        lam_h = sym(jnp.asarray(lam_h, dtype))
     if tol is None:
         tol = default_tol(dtype)
     else:

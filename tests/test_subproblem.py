@@ -299,6 +299,18 @@ def test_lam_h_warm_start_equals_the_shifted_multiplier(method):
     np.testing.assert_allclose(z_h, z_l, atol=1e-12)
 
 
+def test_a_non_symmetric_warm_start_gives_the_same_solution():
+    x, g = _instance(13, 20, 3)
+    reg = rproxjax.l1(0.2)
+    zeta, info = rproxjax.tangent_prox(x, g, 0.5, reg)
+    skewed = info.lam + jnp.array([[0.0, 1.0, -2.0], [-1.0, 0.0, 0.5], [2.0, -0.5, 0.0]])
+    for kw in ({"lam": skewed}, {"lam_h": info.lam_h + (skewed - info.lam)}):
+        zeta2, info2 = rproxjax.tangent_prox(x, g, 0.5, reg, **kw)
+        assert bool(info2.converged)
+        np.testing.assert_allclose(zeta2, zeta, atol=1e-12)
+        np.testing.assert_allclose(info2.lam, info2.lam.T, atol=0)
+
+
 def test_relative_tolerance_stops_early_with_a_bounded_error():
     x, g = _instance(12, 60, 5)
     reg = rproxjax.l1(0.4)
