@@ -140,7 +140,7 @@ class Block:
     def subgradient_step(self, x, g, eta):
         """(X_new, direction): the (Riemannian) subgradient step of length ``eta * step_scale``."""
         eta = eta * jnp.asarray(self.step_scale, x.dtype)
-        sub = g if self.reg is None else g + self.reg.subgradient(x)
+        sub = g if self.reg is None else g + self.reg.subgradient(x).astype(x.dtype)
         if self.manifold == "stiefel":
             direction = -stiefel.project(x, sub)
         elif self.manifold == "grassmann":

@@ -23,10 +23,15 @@ def concrete_or_none(value):
 
 
 def check_float(name: str, array) -> None:
+    """float32 or float64: the dtypes the solvers are built and tested for (float16 and
+    bfloat16 have no eigendecompositions or QR in JAX and too little precision for the
+    constraint X^T X = I)."""
     dtype = jnp.result_type(array)
-    if not jnp.issubdtype(dtype, jnp.floating):
+    if dtype not in (jnp.float32, jnp.float64):
         raise ValueError(
-            f"{name} must have a floating dtype (float32 or float64), got {dtype}."
+            f"{name} must have dtype float32 or float64, got {dtype}"
+            + ("; cast it with .astype(jnp.float32)." if jnp.issubdtype(dtype, jnp.floating)
+               else ".")
         )
 
 
@@ -48,6 +53,16 @@ def check_point(name: str, x, *, min_ndim: int = 2) -> tuple[int, int]:
     if r < 1:
         raise ValueError(f"{name} has shape {shape}: r must be at least 1.")
     return d, r
+
+
+def check_same_dtype(name_a: str, a, name_b: str, b) -> None:
+    """The library follows its inputs' dtype, so two inputs must agree on it."""
+    check_float(name_b, b)
+    if jnp.result_type(a) != jnp.result_type(b):
+        raise ValueError(
+            f"{name_a} and {name_b} must have the same dtype, got {jnp.result_type(a)} and "
+            f"{jnp.result_type(b)}."
+        )
 
 
 def check_same_shape(name_a: str, a, name_b: str, b) -> None:

@@ -39,6 +39,7 @@ def project(u, z):
     """Horizontal projection P_U(Z) = Z - U (U^T Z)."""
     _checks.check_point("u", u)
     _checks.check_same_shape("u", u, "z", z)
+    _checks.check_same_dtype("u", u, "z", z)
     return z - mm(u, mm(mT(u), z))
 
 

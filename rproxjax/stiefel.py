@@ -67,6 +67,7 @@ def project(x, u):
     """
     _checks.check_point("x", x)
     _checks.check_same_shape("x", x, "u", u)
+    _checks.check_same_dtype("x", x, "u", u)
     return u - mm(x, sym(mm(_mT(x), u)))
 
 
@@ -187,6 +188,7 @@ def retract(x, v, method: Retraction = "polar"):
     """
     _checks.check_point("x", x)
     _checks.check_same_shape("x", x, "v", v)
+    _checks.check_same_dtype("x", x, "v", v)
     if method == "qr":
         return _sign_fix_qr(x + v)
     if method == "polar":
@@ -217,8 +219,8 @@ def random_point(key, d: int, r: int, dtype=None, *, shape: tuple[int, ...] = ()
         raise ValueError(f"random_point needs integers 1 <= r <= d, got d={d}, r={r}.")
     if dtype is None:
         dtype = jnp.result_type(float)
-    if not jnp.issubdtype(dtype, jnp.floating):
-        raise ValueError(f"dtype must be floating, got {dtype}.")
+    if jnp.dtype(dtype) not in (jnp.float32, jnp.float64):
+        raise ValueError(f"dtype must be float32 or float64, got {dtype}.")
     g = jax.random.normal(key, tuple(shape) + (d, r), dtype=dtype)
     return _sign_fix_qr(g)
 

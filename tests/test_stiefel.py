@@ -150,8 +150,17 @@ def test_bad_inputs_raise_clear_errors():
         stiefel.project(x, jnp.ones((5, 3)))
     with pytest.raises(ValueError, match="r <= d"):
         stiefel.feasibility(jnp.ones((2, 5)))
-    with pytest.raises(ValueError, match="floating"):
+    with pytest.raises(ValueError, match="float32 or float64"):
         stiefel.project(jnp.ones((5, 2), jnp.int32), jnp.ones((5, 2), jnp.int32))
+    for low in (jnp.float16, jnp.bfloat16):  # no eigh/QR in JAX: refused up front
+        with pytest.raises(ValueError, match="float32 or float64.*astype"):
+            stiefel.retract(x.astype(low), x.astype(low))
+        with pytest.raises(ValueError, match="float32 or float64"):
+            stiefel.random_point(jax.random.key(0), 5, 2, low)
+    with pytest.raises(ValueError, match="same dtype"):
+        stiefel.retract(x.astype(jnp.float32), jnp.zeros((5, 2), jnp.float64))
+    with pytest.raises(ValueError, match="same dtype"):
+        stiefel.project(x.astype(jnp.float32), jnp.zeros((5, 2), jnp.float64))
     with pytest.raises(ValueError, match="unknown retraction"):
         stiefel.retract(x, x, method="householder")
     with pytest.raises(ValueError, match="d x r matrix"):

@@ -254,7 +254,7 @@ def test_bad_inputs_raise_clear_errors():
         rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(jnp.ones(4)))
     with pytest.raises(ValueError, match="l21: mu must be a scalar"):
         rproxjax.tangent_prox(x, g, 0.5, rproxjax.l21(jnp.ones(3)))
-    with pytest.raises(ValueError, match="floating dtype"):
+    with pytest.raises(ValueError, match="float32 or float64"):
         rproxjax.tangent_prox(jnp.ones((8, 3), jnp.int32), jnp.ones((8, 3), jnp.int32), 0.5, reg)
     with pytest.raises(ValueError, match="same dtype"):
         rproxjax.tangent_prox(x, g.astype(jnp.float32), 0.5, reg)
@@ -266,6 +266,8 @@ def test_bad_inputs_raise_clear_errors():
         rproxjax.tangent_prox(x, g, 0.5, reg, linear_solver="lu")
     with pytest.raises(ValueError, match="t must be a scalar"):
         rproxjax.tangent_prox(x, g, jnp.ones(2), reg)
+    with pytest.raises(ValueError, match="float32 or float64"):
+        rproxjax.tangent_prox(x.astype(jnp.float16), g.astype(jnp.float16), 0.5, reg)
     with pytest.raises(ValueError, match="method must be one of"):
         rproxjax.tangent_prox(x, g, 0.5, reg, method="newton")
     with pytest.raises(ValueError, match="lam_h must have shape"):
