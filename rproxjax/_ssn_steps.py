@@ -14,7 +14,9 @@ Y = prox_{t h}(W) with its generalized Jacobian, and E = X^T Y + Y^T X - 2I.
   0.2 min(||E||, 0.1) and backtracking on ||E||^2 (s halved down to 1e-3, the last
   trial accepted).
 
-Both return (Lambda, W, Y, jac, E, ||E||, CG iterations, E evaluations).
+Both take and return a per-call flag first (the adaptive rule's "escalated"; passed
+through by the reference rule), then (Lambda, W, Y, jac, E, ||E||, CG iterations,
+E evaluations).
 """
 
 from __future__ import annotations

@@ -281,17 +281,35 @@ def tangent_prox(
         >>> bool(info.converged)
         True
     """
+    r = _check_arguments(x, g, t, max_steps, linear_solver, method)
+    dtype = jnp.result_type(x)
+    t = jnp.asarray(t, dtype)
+    if reg is None:
+        return _solve_smooth(x, g, t)
+    reg.check(x.shape)
+    reg = jax.tree.map(lambda a: jnp.asarray(a, dtype), reg)
+    lam, lam_h = _warm_start(lam, lam_h, r, dtype)
+    if tol is None:
+        tol = default_tol(dtype)
+    else:
+        _checks.check_positive("tol", tol)
+    _checks.check_nonnegative("rtol", rtol)
+    tol = jnp.asarray(tol, dtype)
+    rtol = jnp.asarray(rtol, dtype)
+    use_cg = (r >= CG_THRESHOLD) if linear_solver == "auto" else linear_solver == "cg"
+    return _solve_jit(x, g, t, reg, lam, lam_h, tol, rtol, int(max_steps), use_cg, method)
+
+
+def _check_arguments(x, g, t, max_steps, linear_solver, method) -> int:
+    """Trace-time checks of :func:`tangent_prox`'s arguments; returns r."""
     if jnp.ndim(x) != 2:
         raise ValueError(
             f"tangent_prox takes a single d x r point, got x of shape {jnp.shape(x)}; "
             "use jax.vmap for batches."
         )
-    d, r = _checks.check_point("x", x)
-    _checks.check_float("g", g)
+    _, r = _checks.check_point("x", x)
     _checks.check_same_shape("x", x, "g", g)
-    dtype = jnp.result_type(x)
-    if jnp.result_type(g) != dtype:
-        raise ValueError(f"x and g must have the same dtype, got {dtype} and {jnp.result_type(g)}.")
+    _checks.check_same_dtype("x", x, "g", g)
     if jnp.ndim(t) != 0:
         raise ValueError(f"t must be a scalar, got shape {jnp.shape(t)}.")
     _checks.check_positive("t", t)
@@ -303,11 +321,11 @@ def tangent_prox(
         )
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}.")
-    t = jnp.asarray(t, dtype)
-    if reg is None:
-        return _solve_smooth(x, g, t)
-    reg.check((d, r))
-    reg = jax.tree.map(lambda a: jnp.asarray(a, dtype), reg)
+    return r
+
+
+def _warm_start(lam, lam_h, r, dtype):
+    """(lam or None, lam_h) for the solver: checked, cast and symmetrized."""
     if lam is not None and lam_h is not None:
         raise ValueError("give lam (a multiplier) or lam_h (its regularizer part), not both.")
     for name, value in (("lam", lam), ("lam_h", lam_h)):
@@ -319,16 +337,5 @@ def tangent_prox(
     lam = None if lam is None else sym(jnp.asarray(lam, dtype))
     if lam_h is None:
         lam_h = jnp.zeros((r, r), dtype)
-        if lam is None:
-            lam = lam_h
-    else:
-        lam_h = sym(jnp.asarray(lam_h, dtype))
-    if tol is None:
-        tol = default_tol(dtype)
-    else:
-        _checks.check_positive("tol", tol)
-    _checks.check_nonnegative("rtol", rtol)
-    tol = jnp.asarray(tol, dtype)
-    rtol = jnp.asarray(rtol, dtype)
-    use_cg = (r >= CG_THRESHOLD) if linear_solver == "auto" else linear_solver == "cg"
-    return _solve_jit(x, g, t, reg, lam, lam_h, tol, rtol, int(max_steps), use_cg, method)
+        return (lam_h if lam is None else lam), lam_h
+    return lam, sym(jnp.asarray(lam_h, dtype))
