@@ -22,10 +22,11 @@ step exactly. Coordinates whose supports do not overlap are nearly decoupled,
 so this supplies curvature exactly where the Jacobian is singular.
 
 All quantities are r x r symmetric matrices indexed by the pair (c, j) = (l, j);
-one sweep over the columns c (a ``lax.map``: each column's (r, d) breakpoints stay
-in cache) finds, for every j, the first ``passes`` breakpoints of column c moving
-along X[:, j] with their slope changes; the pair's walk then merges the two
-columns' lists (:func:`_merged_walk`). The breakpoints are computed from gaps
+one sweep over the columns c (on CPU a ``lax.map``: each column's (r, d) breakpoints
+stay in cache, measured 2.5x faster than one (r, r, d) array; on accelerators ``vmap``:
+one wide kernel instead of r small ones) finds, for every j, the first ``passes``
+breakpoints of column c moving along X[:, j] with their slope changes; the pair's walk
+then merges the two columns' lists (:func:`_merged_walk`). The breakpoints are computed from gaps
 formed in the input dtype and cast to ``work_dtype`` (float32 by default: a
 heuristic curvature needs relative, not absolute, accuracy). Work is in "raw" units
 delta (W[:, c] moves by delta * 2t * X[:, j]); the basis coordinate is d = delta / s
@@ -34,6 +35,7 @@ with s = 1 on the diagonal and 1/sqrt(2) off it.
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 from jax import lax
 
@@ -45,7 +47,7 @@ def _union(m, eye):
     return m + m.T - jnp.where(eye, m, 0.0)
 
 
-def _own_breakpoints(w, x, sigma, t, thr, passes, dtype):
+def _own_breakpoints(w, x, sigma, t, thr, passes, dtype, by_column):
     """For each ordered pair (c, j): the first ``passes`` breakpoints of column c of W
     moving along sigma[c, j] X[:, j] (delta > 0 where |W[i, c] + delta u_i| = thr_c,
     u = sigma 2t X[:, j]) and the summed slope change u_i^2 / t (+ entering, - leaving)
@@ -83,7 +85,11 @@ def _own_breakpoints(w, x, sigma, t, thr, passes, dtype):
             prev = jnp.where(jnp.isfinite(first), at[:, 0], prev)
         return jnp.stack(firsts), jnp.stack(changes)
 
-    firsts, changes = lax.map(column, (gap_up, gap_dn, sigma.astype(dtype)))
+    args = (gap_up, gap_dn, sigma.astype(dtype))
+    if by_column:
+        firsts, changes = lax.map(column, args)
+    else:
+        firsts, changes = jax.vmap(lambda *a: column(a))(*args)
     return jnp.swapaxes(firsts, 0, 1), jnp.swapaxes(changes, 0, 1)  # [k, c, j]
 
 
@@ -127,7 +133,7 @@ def _merged_walk(firsts, changes, val, kappa, eye, passes):
     return jnp.where(done, root, jnp.where(kappa > 0, prev - val / safe(kappa), inf))
 
 
-def l1_secant_shift(w, x, e, t, thr, passes: int, work_dtype=jnp.float32):
+def l1_secant_shift(w, x, e, t, thr, passes: int, work_dtype=jnp.float32, by_column=None):
     """The diagonal raise R (r x r, symmetric, >= 0) of the l1 dual Newton matrix.
 
     Args:
@@ -135,6 +141,8 @@ def l1_secant_shift(w, x, e, t, thr, passes: int, work_dtype=jnp.float32):
       t: the step; thr: the thresholds t mu per column, shape (r,);
       passes: breakpoints walked per coordinate (static) before extrapolating;
       work_dtype: the dtype of the (r, r, d) breakpoint work (never wider than x's).
+      by_column: sweep the columns one by one (``lax.map``) or all at once (``vmap``);
+        default: one by one on CPU only (static, chosen at trace time).
     """
     dtype = x.dtype
     work = jnp.promote_types(work_dtype, jnp.float32)
@@ -146,7 +154,9 @@ def l1_secant_shift(w, x, e, t, thr, passes: int, work_dtype=jnp.float32):
     kappa = _union((4.0 * t) * mm(active.T, x * x), eye)
     j_pp = jnp.where(eye, kappa, 0.5 * kappa)  # in coordinate units: s^2 kappa
     slope0 = -jnp.where(eye, 1.0, 2.0) * jnp.abs(e)  # d phi / d delta at 0 (descent)
-    firsts, changes = _own_breakpoints(w, x, -jnp.sign(e), t, thr, passes, work)
+    if by_column is None:
+        by_column = jax.default_backend() == "cpu"
+    firsts, changes = _own_breakpoints(w, x, -jnp.sign(e), t, thr, passes, work, by_column)
     root = _merged_walk(firsts.astype(dtype), changes.astype(dtype), slope0, kappa, eye,
                         passes)
     # |e_p| / d_p in coordinate units equals |E[c, j]| / delta_p on and off the diagonal.
