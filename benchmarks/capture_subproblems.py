@@ -17,7 +17,8 @@ What it does (everything in float64):
   configuration; one draw per minibatch step):
 
   - R-ProxSGD: ``rproxjax.r_prox_sgd(rproxjax.inverse_sqrt_schedule(eta0), 0.1, rproxjax.l1(mu),
-    ssn_tol=1e-10)`` fed the minibatch gradient at X_t;
+    ssn_tol=1e-10)`` fed the minibatch gradient at X_t (with rproxjax 0.1.0's subproblem
+    settings, pinned since: ``ssn_rtol=0``, ``ssn_method="reference"``, CG from r = 15);
   - R-ProxSPB: ``rproxjax.r_prox_spb(eta, 0.1, rproxjax.l1(mu), q=100, ssn_tol=1e-10)``: at
     every step with count % 100 == 0 (a refresh) it is fed the full gradient over all n rows
     (summed in chunks of 2,000 rows), and no minibatch is drawn; otherwise the minibatch
@@ -92,6 +93,14 @@ import rproxjax  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 METHODS = ("R-ProxSGD", "R-ProxSPB")
 FALLBACK_ETA = {"R-ProxSGD": 0.5, "R-ProxSPB": 0.05}
+
+
+def _as_captured(args, r):
+    """The subproblem settings the file was captured with (rproxjax 0.1.0's defaults, before
+    the secant rule): the reference Newton rule warm-started from the previous multiplier,
+    solves to ssn_tol alone, and CG Newton systems from r = 15 on."""
+    return {"ssn_tol": args.ssn_tol, "ssn_rtol": 0.0, "ssn_method": "reference",
+            "linear_solver": "cg" if r >= 15 else "dense"}
 
 
 def parse_args(argv=None):
@@ -178,12 +187,13 @@ def project(x, u):
 # ----------------------------------------------------------------------------- the runs
 
 
-def make_optimizer(method, eta, mu, args):
+def make_optimizer(method, eta, mu, args, r):
     reg = rproxjax.l1(mu)
+    settings = _as_captured(args, r)
     if method == "R-ProxSGD":
         return rproxjax.r_prox_sgd(rproxjax.inverse_sqrt_schedule(eta), args.gamma, reg,
-                                   ssn_tol=args.ssn_tol)
-    return rproxjax.r_prox_spb(eta, args.gamma, reg, q=args.q, ssn_tol=args.ssn_tol)
+                                   **settings)
+    return rproxjax.r_prox_spb(eta, args.gamma, reg, q=args.q, **settings)
 
 
 def build_steps(args):
@@ -191,7 +201,7 @@ def build_steps(args):
 
     @partial(jax.jit, static_argnames="method")
     def minibatch_step(x, state, zb, mu, eta, method):
-        opt = make_optimizer(method, eta, mu, args)
+        opt = make_optimizer(method, eta, mu, args, x.shape[1])
         g = minibatch_grad(x, zb)
         if method == "R-ProxSGD":
             updates, state = opt.update(g, state, x)
@@ -202,7 +212,7 @@ def build_steps(args):
 
     @jax.jit
     def refresh_step(x, state, g, mu, eta):
-        opt = make_optimizer("R-ProxSPB", eta, mu, args)
+        opt = make_optimizer("R-ProxSPB", eta, mu, args, x.shape[1])
         updates, state = opt.update(g, state, x, refresh=True)
         return optax.apply_updates(x, updates), state, updates
 
@@ -216,8 +226,10 @@ def build_steps(args):
 
     @jax.jit
     def check(x, g, lam, mu, eta, updates):
+        settings = _as_captured(args, x.shape[1])
         zeta, info = rproxjax.tangent_prox(x, g, args.gamma, rproxjax.l1(mu), lam=lam,
-                                           tol=args.ssn_tol)
+                                           tol=args.ssn_tol, method=settings["ssn_method"],
+                                           linear_solver=settings["linear_solver"])
         x_new = rproxjax.stiefel.retract(x, eta * zeta, method="polar")
         return jnp.max(jnp.abs((x_new - x) - updates)), info
 
@@ -229,7 +241,7 @@ def run_config(r, mu, method, eta0, data, chunks, fns, args):
     minibatch_step, refresh_step, estimate, check = fns
     n = data.shape[0]
     x = rproxjax.stiefel.random_point(jax.random.key(args.seed), data.shape[1], r, jnp.float64)
-    opt = make_optimizer(method, eta0, mu, args)
+    opt = make_optimizer(method, eta0, mu, args, r)
     state = opt.init(x)
     rng = np.random.default_rng(args.seed)
     mu_a, eta_a = jnp.float64(mu), jnp.float64(eta0)
