@@ -279,17 +279,12 @@ def r_prox_sgd(
         pytree of blocks matching ``params`` (see the module docstring).
       retraction: ``"qr"``, ``"polar"``, ``"exp"`` or ``"cayley"`` (for a
         single Stiefel block; blocks carry their own).
-      ssn_tol, ssn_max_steps, linear_solver: passed to :func:`rproxjax.tangent_prox`
-        (as ``tol``, ``max_steps``, ``linear_solver``).
-      ssn_method: the Newton rule (``method`` of :func:`rproxjax.tangent_prox`):
-        ``"adaptive"`` by default (at the loose default ``ssn_rtol`` it takes as
-        few steps as ``"secant"`` at about half the cost per call, measured in
-        ``benchmarks/results/subproblem_real.md``), ``"secant"`` or ``"reference"``.
-      ssn_rtol: the subproblem's relative tolerance (``rtol`` of
-        :func:`rproxjax.tangent_prox`): each solve stops when
-        ||E||_F <= ssn_tol + ssn_rtol ||zeta||_F. The default
-        (:data:`SSN_RTOL`) is far below the minibatch gradient noise; pass
-        0.0 for solves to ``ssn_tol`` alone.
+      ssn_tol, ssn_rtol, ssn_max_steps, linear_solver, ssn_method: ``tol``, ``rtol``,
+        ``max_steps``, ``linear_solver`` and ``method`` of :func:`rproxjax.tangent_prox`.
+        Each solve stops at ||E||_F <= ssn_tol + ssn_rtol ||zeta||_F (default
+        :data:`SSN_RTOL`, far below the minibatch noise; 0.0 for ssn_tol alone) with the
+        ``"adaptive"`` rule (as few steps as ``"secant"`` at that tolerance, for about
+        half the cost per call: ``benchmarks/results/subproblem_real.md``).
 
     Returns:
       An ``optax.GradientTransformationExtraArgs``.

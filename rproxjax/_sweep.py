@@ -21,7 +21,7 @@ def sweep(fn, *args, lanes: Literal["auto", "vmap", "map"] = "auto", batch_size=
       program (``batch_size`` lanes vmapped at a time). On CPU a lane of rproxjax's
       solvers is already compute-bound, so batching gains nothing, and lockstep costs
       the slowest lane's Newton steps on every lane: measured on 2 CPU cores,
-      ``jax.vmap`` of ``fit`` over 8 mu cost 1.3-2.3x the 8 runs one after another
+      ``jax.vmap`` of ``fit`` over 8 mu cost 1.5-2.5x the 8 runs one after another
       (``benchmarks/results/step_cost.md``).
     * ``lanes="auto"`` (default): ``"map"`` on CPU, ``"vmap"`` elsewhere.
 
