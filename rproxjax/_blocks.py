@@ -5,15 +5,18 @@ different spaces, e.g. robust matrix completion's U on a Grassmann manifold
 and S in Euclidean space with an l1 penalty::
 
     blocks = {"U": rproxjax.Grassmann(), "S": rproxjax.Euclidean(rproxjax.l1(0.1))}
-    opt = rproxjax.r_prox_sgd(0.5, 0.1, blocks)
+    opt = rproxjax.r_prox_sgd(0.5, 0.1, blocks=blocks)
 
-A block is a pytree: its regularizer (whose strengths are arrays) is a child,
-so it can be traced and vmapped over; the manifold and the retraction are
-static. Each block knows its proximal step (design notes section 3 on the
-Stiefel manifold; the closed form zeta = -gamma P_U(V) on the Grassmann
-manifold; the Euclidean proximal gradient step prox_{gamma h}(X - gamma V) - X),
-its vector transport (projection; the identity in Euclidean space), its
-subgradient direction and its feasibility measure.
+Each geometry is a small class (a pytree: its regularizer, whose strengths
+are arrays, and its step scale are children, so they can be traced and
+vmapped over; the retraction is static) implementing projection onto the
+tangent space, retraction, vector transport, feasibility and its proximal
+step:
+
+* :class:`Stiefel`: the tangent-space subproblem solved by semi-smooth Newton
+  (:func:`rproxjax.tangent_prox`; the only block that owns one);
+* :class:`Grassmann`: h = 0, the closed form zeta = -gamma P_U(V);
+* :class:`Euclidean`: the proximal gradient step prox_{gamma h}(X - gamma V) - X.
 """
 
 from __future__ import annotations
@@ -31,67 +34,77 @@ __all__ = [
     "total_sq_norm",
 ]
 
-MANIFOLDS = ("stiefel", "grassmann", "euclidean")
 
-
-@jax.tree_util.register_pytree_node_class
 class Block:
-    """The geometry (static) and regularizer (traced) of one parameter leaf."""
+    """Base class of the parameter geometries: a regularizer, a step scale, a retraction.
 
-    def __init__(self, manifold: str, reg: Any = None, retraction: str = "polar",
-                 step_scale: Any = 1.0):
-        if manifold not in MANIFOLDS:
-            raise ValueError(f"unknown manifold {manifold!r}; expected one of {MANIFOLDS}.")
-        allowed = {"stiefel": stiefel.RETRACTIONS, "grassmann": grassmann.RETRACTIONS,
-                   "euclidean": ("polar",)}[manifold]
-        if retraction not in allowed:
+    ``step_scale`` multiplies the optimizer's proximal step gamma (the
+    subgradient step for :func:`rproxjax.r_subgrad`) for this block alone:
+    blocks with different curvature can take different steps.
+    """
+
+    retractions: tuple[str, ...] = ("polar",)
+
+    def __init__(self, reg: Any = None, retraction: str = "polar", step_scale: Any = 1.0):
+        if retraction not in self.retractions:
             raise ValueError(
-                f"unknown retraction {retraction!r} for the {manifold} manifold; expected one "
-                f"of {allowed}."
+                f"unknown retraction {retraction!r} for a {type(self).__name__} block; "
+                f"expected one of {self.retractions}."
             )
-        if manifold == "grassmann" and reg is not None:
-            raise ValueError("a regularizer on a Grassmann block is not supported (h must be 0).")
+        if reg is not None and not hasattr(reg, "prox"):
+            raise ValueError(f"reg must be a regularizer (rproxjax.l1, rproxjax.l21), got {reg!r}.")
         _checks.check_positive("step_scale", step_scale)
-        self.manifold = manifold
         self.reg = reg
         self.retraction = retraction
         self.step_scale = step_scale
 
     def tree_flatten(self):
-        return (self.reg, self.step_scale), (self.manifold, self.retraction)
+        return (self.reg, self.step_scale), self.retraction
 
     @classmethod
-    def tree_unflatten(cls, aux, children):
+    def tree_unflatten(cls, retraction, children):
         obj = object.__new__(cls)
-        obj.manifold, obj.retraction = aux
+        obj.retraction = retraction
         obj.reg, obj.step_scale = children
         return obj
 
     def __repr__(self):
-        return (f"Block({self.manifold!r}, reg={self.reg!r}, retraction={self.retraction!r}, "
+        return (f"{type(self).__name__}(reg={self.reg!r}, retraction={self.retraction!r}, "
                 f"step_scale={self.step_scale!r})")
 
-    # -- checks ---------------------------------------------------------------
+    # -- geometry (overridden by the manifolds) --------------------------------
 
     def check(self, name, x):
         if not hasattr(x, "shape"):
             raise ValueError(f"{name} must be an array, got {type(x).__name__}.")
-        if self.manifold == "euclidean":
-            _checks.check_float(name, x)
-        else:
-            if len(x.shape) != 2:
-                raise ValueError(
-                    f"{name} is a point of the {self.manifold} manifold and must be a d x r "
-                    f"matrix, got shape {x.shape}."
-                )
-            _checks.check_point(name, x)
+        self._check_point(name, x)
         if self.reg is not None and hasattr(self.reg, "check"):
             self.reg.check(x.shape)
 
-    # -- pieces used by the optimizers -----------------------------------------
+    def _check_point(self, name, x):
+        _checks.check_float(name, x)
+
+    def project(self, x, u):
+        return u
+
+    def retract(self, x, v):
+        return x + v
+
+    def transport(self, x_old, x_new, u):
+        return u
+
+    def feasibility(self, x):
+        return jnp.zeros((), x.dtype)
+
+    def proximal_direction(self, x, v, gamma, info, ssn):
+        """(zeta, info): the tangent step zeta of the proximal step with gradient ``v``."""
+        target = x - gamma * v
+        return (target if self.reg is None else self.reg.prox(target, gamma)) - x, info
+
+    # -- shared pieces ---------------------------------------------------------
 
     def empty_info(self, x):
-        r = x.shape[-1] if self.manifold == "stiefel" else 1
+        r = x.shape[-1] if isinstance(self, Stiefel) else 1
         zero = jnp.zeros((), jnp.int32)
         lam = jnp.zeros((r, r), x.dtype)
         return SubproblemInfo(lam, zero, jnp.zeros((), x.dtype), jnp.bool_(True), zero, zero,
@@ -100,101 +113,122 @@ class Block:
     def value(self, x):
         return jnp.zeros((), x.dtype) if self.reg is None else self.reg.value(x)
 
-    def retract(self, x, v):
-        if self.manifold == "stiefel":
-            return stiefel.retract(x, v, method=self.retraction)
-        if self.manifold == "grassmann":
-            return grassmann.retract(x, v, method=self.retraction)
-        return x + v
+    def scaled(self, step, x):
+        return step * jnp.asarray(self.step_scale, x.dtype)
 
-    def prox_step(self, x, v, gamma, eta, info, *, tol, max_steps, linear_solver, rtol=0.0,
-                  method="secant"):
-        """(X_new, zeta, info) of one proximal step with gradient (estimate) v.
+    def prox_step(self, x, v, gamma, info, ssn):
+        """(zeta, info) with the block's proximal step ``gamma * step_scale``.
 
-        The block's proximal step is ``gamma * step_scale``. The subproblem is
-        warm-started from the regularizer part ``info.lam_h`` of the previous
-        multiplier (plus the new gradient's part sym(X^T V) / 2); the
-        ``"reference"`` rule from the previous multiplier ``info.lam``.
+        ``ssn`` holds the subproblem solver's settings (used by Stiefel blocks).
         """
-        gamma = gamma * jnp.asarray(self.step_scale, x.dtype)
-        if self.manifold == "stiefel":
-            # The reference rule warm-starts from the previous multiplier, as its code does.
-            warm = {"lam": info.lam} if method == "reference" else {"lam_h": info.lam_h}
-            zeta, info = tangent_prox(x, v, gamma, self.reg, tol=tol, rtol=rtol,
-                                      max_steps=max_steps, linear_solver=linear_solver,
-                                      method=method, **warm)
-        elif self.manifold == "grassmann":
-            zeta = -gamma * grassmann.project(x, v)
-        else:
-            target = x - gamma * v
-            zeta = (target if self.reg is None else self.reg.prox(target, gamma)) - x
-        return self.retract(x, eta * zeta), zeta, info
+        return self.proximal_direction(x, v, self.scaled(gamma, x), info, ssn)
 
-    def transport(self, x_old, x_new, u):
-        if self.manifold == "stiefel":
-            return stiefel.transport(x_old, x_new, u)
-        if self.manifold == "grassmann":
-            return grassmann.transport(x_old, x_new, u)
-        return u
-
-    def subgradient_step(self, x, g, eta):
-        """(X_new, direction): the (Riemannian) subgradient step of length ``eta * step_scale``."""
-        eta = eta * jnp.asarray(self.step_scale, x.dtype)
+    def subgradient_direction(self, x, g):
+        """-P_X(g + s), s in the subdifferential of h at X (unscaled)."""
         sub = g if self.reg is None else g + self.reg.subgradient(x).astype(x.dtype)
-        if self.manifold == "stiefel":
-            direction = -stiefel.project(x, sub)
-        elif self.manifold == "grassmann":
-            direction = -grassmann.project(x, sub)
-        else:
-            direction = -sub
-        return self.retract(x, eta * direction), direction
+        return -self.project(x, sub)
+
+
+class _Manifold(Block):
+    def _check_point(self, name, x):
+        if len(x.shape) != 2:
+            raise ValueError(
+                f"{name} is a point of a {type(self).__name__} manifold and must be a d x r "
+                f"matrix, got shape {x.shape}."
+            )
+        _checks.check_point(name, x)
 
     def feasibility(self, x):
-        if self.manifold == "euclidean":
-            return jnp.zeros((), x.dtype)
         return stiefel.feasibility(x)
 
 
-def Stiefel(reg=None, retraction: str = "polar", step_scale=1.0) -> Block:  # noqa: N802
-    """A block on St(d, r) with regularizer ``reg`` (or None).
+@jax.tree_util.register_pytree_node_class
+class Stiefel(_Manifold):
+    """A block on St(d, r) with regularizer ``reg`` (or None): the Newton subproblem."""
 
-    ``step_scale`` multiplies the optimizer's proximal step gamma (the
-    subgradient step for :func:`rproxjax.r_subgrad`) for this block alone:
-    blocks with different curvature can take different steps.
-    """
-    return Block("stiefel", reg, retraction, step_scale)
+    retractions = stiefel.RETRACTIONS
+
+    def project(self, x, u):
+        return stiefel.project(x, u)
+
+    def retract(self, x, v):
+        return stiefel.retract(x, v, method=self.retraction)
+
+    def transport(self, x_old, x_new, u):
+        return stiefel.transport(x_old, x_new, u)
+
+    def proximal_direction(self, x, v, gamma, info, ssn):
+        # The reference rule warm-starts from the previous multiplier, as its code
+        # does; the others from its regularizer part (the gradient part jumps).
+        warm = {"lam": info.lam} if ssn.method == "reference" else {"lam_h": info.lam_h}
+        return tangent_prox(x, v, gamma, self.reg, tol=ssn.tol, rtol=ssn.rtol,
+                            max_steps=ssn.max_steps, linear_solver=ssn.linear_solver,
+                            method=ssn.method, **warm)
 
 
-def Grassmann(retraction: str = "polar", step_scale=1.0) -> Block:  # noqa: N802
+@jax.tree_util.register_pytree_node_class
+class Grassmann(_Manifold):
     """A block on Gr(m, r), represented by orthonormal bases; h = 0."""
-    return Block("grassmann", None, retraction, step_scale)
+
+    retractions = grassmann.RETRACTIONS
+
+    def __init__(self, retraction: str = "polar", step_scale: Any = 1.0):
+        if not isinstance(retraction, str):
+            raise ValueError("a Grassmann block has no regularizer (h = 0); its first argument "
+                             f"is the retraction, got {retraction!r}.")
+        super().__init__(None, retraction, step_scale)
+
+    def project(self, x, u):
+        return grassmann.project(x, u)
+
+    def retract(self, x, v):
+        return grassmann.retract(x, v, method=self.retraction)
+
+    def transport(self, x_old, x_new, u):
+        return grassmann.transport(x_old, x_new, u)
+
+    def proximal_direction(self, x, v, gamma, info, ssn):
+        return -gamma * grassmann.project(x, v), info
 
 
-def Euclidean(reg=None, step_scale=1.0) -> Block:  # noqa: N802
+@jax.tree_util.register_pytree_node_class
+class Euclidean(Block):
     """An unconstrained block with regularizer ``reg`` (or None)."""
-    return Block("euclidean", reg, "polar", step_scale)
+
+    def __init__(self, reg: Any = None, step_scale: Any = 1.0):
+        super().__init__(reg, "polar", step_scale)
 
 
 def is_block(node) -> bool:
     return isinstance(node, Block)
 
 
-def as_blocks(reg, retraction: str = "polar"):
-    """Normalizes an optimizer's ``reg`` argument to a pytree of blocks.
+def as_blocks(reg=None, blocks=None, retraction: str = "polar"):
+    """The pytree of blocks of an optimizer from its ``reg`` and ``blocks`` arguments.
 
-    ``None`` or a regularizer means one Stiefel block (the params are a single
-    d x r matrix); a :class:`Block` or a pytree of blocks is taken as is.
+    ``reg`` (a regularizer or None) means one Stiefel block: the params are a
+    single d x r matrix. ``blocks`` (a block or a pytree of blocks matching
+    the params) gives each leaf its own geometry and regularizer.
     """
-    if reg is None or hasattr(reg, "prox_jacobian"):
-        return Block("stiefel", reg, retraction)
-    leaves = jax.tree.leaves(reg, is_leaf=is_block)
+    if blocks is None:
+        if reg is not None and not hasattr(reg, "prox_jacobian"):
+            hint = (" (a pytree of blocks now goes through blocks=)"
+                    if jax.tree.leaves(reg, is_leaf=is_block) and
+                    all(is_block(b) for b in jax.tree.leaves(reg, is_leaf=is_block)) else "")
+            raise ValueError(
+                f"reg must be None or a regularizer (rproxjax.l1, rproxjax.l21); got {reg!r}"
+                f"{hint}."
+            )
+        return Stiefel(reg, retraction)
+    if reg is not None:
+        raise ValueError("give reg (one Stiefel block) or blocks, not both.")
+    leaves = jax.tree.leaves(blocks, is_leaf=is_block)
     if not leaves or not all(is_block(leaf) for leaf in leaves):
         raise ValueError(
-            "reg must be None, a regularizer (rproxjax.l1, rproxjax.l21), a block "
-            "(rproxjax.Stiefel/Grassmann/Euclidean) or a pytree of blocks matching params; "
-            f"got {reg!r}."
+            "blocks must be a block (rproxjax.Stiefel/Grassmann/Euclidean) or a pytree of "
+            f"blocks matching params; got {blocks!r}."
         )
-    return reg
+    return blocks
 
 
 def map_blocks(fn, blocks, *trees):
@@ -217,4 +251,3 @@ def map_blocks(fn, blocks, *trees):
 
 def total_sq_norm(tree):
     return sum(jnp.sum(leaf * leaf) for leaf in jax.tree.leaves(tree))
-
