@@ -14,56 +14,51 @@ dtype of the arrays it is given (enable float64 yourself with
 
 from rproxjax import datasets, grassmann, problems, stiefel
 from rproxjax._blocks import Block, Euclidean, Grassmann, Stiefel
+from rproxjax._contract import Needs, StepInfo, step_info
+from rproxjax._estimators import SarahState, SvrgState, sarah_estimator, svrg_estimator
+from rproxjax._manpg import ManPGState, manpg
 from rproxjax._optimizers import (
-    ManPGState,
-    ProxSGDState,
-    ProxSPBState,
-    SubgradState,
+    SSN_RTOL,
     inverse_sqrt_schedule,
-    manpg,
+    r_prox_sarah,
     r_prox_sgd,
     r_prox_spb,
+    r_prox_svrg,
     r_spider_boost,
     r_subgrad,
 )
 from rproxjax._regularizers import L1, L21, l1, l21
 from rproxjax._results import Status, describe
-from rproxjax._runner import FitResult, History, fit
+from rproxjax._runner import FitResult, History, fit, pure_fit
 from rproxjax._subproblem import SubproblemInfo, default_tol, tangent_prox
 from rproxjax._sweep import sweep
+from rproxjax._transforms import (
+    SSN,
+    ProximalStepState,
+    RetractionState,
+    SubgradientState,
+    proximal_step,
+    retract,
+    subgradient_direction,
+)
 
-__version__ = "0.1.0"
+__version__ = "0.2.0.dev0"
 
 __all__ = [
-    "Block",
-    "Euclidean",
-    "Grassmann",
-    "L1",
-    "L21",
-    "ManPGState",
-    "ProxSGDState",
-    "ProxSPBState",
-    "Stiefel",
-    "SubgradState",
-    "inverse_sqrt_schedule",
-    "manpg",
-    "problems",
-    "r_prox_sgd",
-    "r_prox_spb",
-    "r_spider_boost",
-    "r_subgrad",
-    "Status",
-    "SubproblemInfo",
-    "datasets",
-    "default_tol",
-    "FitResult",
-    "History",
-    "describe",
-    "fit",
-    "grassmann",
-    "l1",
-    "l21",
-    "stiefel",
-    "sweep",
-    "tangent_prox",
+    # geometry and regularizers
+    "Block", "Euclidean", "Grassmann", "Stiefel", "L1", "L21", "l1", "l21",
+    "grassmann", "stiefel",
+    # the subproblem
+    "SSN", "Status", "SubproblemInfo", "default_tol", "describe", "tangent_prox",
+    # transformations and their states
+    "Needs", "ProximalStepState", "RetractionState", "SarahState", "StepInfo",
+    "SubgradientState", "SvrgState", "proximal_step", "retract", "sarah_estimator",
+    "step_info", "subgradient_direction", "svrg_estimator",
+    # named optimizers
+    "ManPGState", "SSN_RTOL", "inverse_sqrt_schedule", "manpg", "r_prox_sarah", "r_prox_sgd",
+    "r_prox_spb", "r_prox_svrg", "r_spider_boost", "r_subgrad",
+    # running
+    "FitResult", "History", "fit", "pure_fit", "sweep",
+    # applications
+    "datasets", "problems",
 ]

@@ -1,0 +1,146 @@
+"""The contract between transformations and the runner, readable through any optax chain.
+
+A transformation states what it needs from the runner in its *state*: a
+:class:`Needs` node is a pytree node without children whose fields are static
+(hashable) data, so it survives ``optax.chain``, ``jax.jit``, ``jax.vmap`` and
+``jax.eval_shape`` and costs nothing at run time. The runner reads the
+needs of a whole chain from ``jax.eval_shape(optimizer.init, params)``.
+
+Every proximal (or subgradient) step keeps one :class:`StepInfo` record in its
+state under the field name ``info``: find it, whatever the chain, with
+:func:`step_info` (or ``optax.tree_utils.tree_get(state, "info")``).
+
+IFO accounting (one IFO = the gradient of one sample's loss) lives here alone:
+:func:`step_cost` and :func:`refresh_cost`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from rproxjax._subproblem import SubproblemInfo
+
+__all__ = ["Needs", "StepInfo", "any_halted", "find_needs", "refresh_cost", "step_cost",
+           "step_info"]
+
+Array = Any
+
+
+@jax.tree_util.register_static
+@dataclasses.dataclass(frozen=True)
+class Needs:
+    """What a transformation needs from the runner (static data; no arrays).
+
+    Attributes:
+      refresh_every: every ``refresh_every``-th update (from the first) takes a
+        large-batch gradient (the batch S1; the full gradient by default) and
+        the extra argument ``refresh=True``; the others a minibatch gradient and
+        ``refresh=False``. None: no refresh.
+      grad_fn: non-refresh updates need the extra argument ``grad_fn``, the
+        current minibatch's gradient as a function of the point (they cost
+        2 |S2| IFOs: the gradient at X_t and at one other point).
+      value_fn: updates need ``value_fn``, the smooth part f on the current
+        batch as a function of the point (line searches).
+      full_batch: a deterministic method: every gradient is over all n samples.
+    """
+
+    refresh_every: int | None = None
+    grad_fn: bool = False
+    value_fn: bool = False
+    full_batch: bool = False
+
+    def merge(self, other: Needs) -> Needs:
+        if None not in (self.refresh_every, other.refresh_every) and (
+                self.refresh_every != other.refresh_every):
+            raise ValueError(
+                "two transformations of the chain need different refresh periods "
+                f"({self.refresh_every} and {other.refresh_every})."
+            )
+        return Needs(
+            self.refresh_every if self.refresh_every is not None else other.refresh_every,
+            self.grad_fn or other.grad_fn, self.value_fn or other.value_fn,
+            self.full_batch or other.full_batch,
+        )
+
+
+class StepInfo(NamedTuple):
+    """The common record of every proximal or subgradient step.
+
+    Attributes:
+      ssn: a :class:`rproxjax.SubproblemInfo` per block (a pytree matching the
+        params): the last subproblem's; its multipliers warm-start the next.
+      zeta_norm: ||zeta_t||_F of the last step, over all blocks (the
+        subgradient direction's norm for the subgradient step).
+      halted: True once a non-finite gradient or subproblem was met; from then
+        on every update is zero, so the params are never corrupted.
+    """
+
+    ssn: Any
+    zeta_norm: Array
+    halted: Array
+
+
+def _is_needs(node) -> bool:
+    return isinstance(node, Needs)
+
+
+def find_needs(state) -> Needs:
+    """The merged :class:`Needs` of all transformations of a (chained) state."""
+    found = Needs()
+    for leaf in jax.tree.leaves(state, is_leaf=_is_needs):
+        if _is_needs(leaf):
+            found = found.merge(leaf)
+    return found
+
+
+def _is_info(node) -> bool:
+    return isinstance(node, StepInfo)
+
+
+def step_info(state) -> StepInfo | None:
+    """The :class:`StepInfo` of a (chained) optimizer state, or None if it has none.
+
+    Example:
+        >>> import jax, optax, rproxjax
+        >>> x = rproxjax.stiefel.random_point(jax.random.key(0), 6, 2)
+        >>> opt = optax.chain(optax.clip_by_global_norm(1.0),
+        ...                   rproxjax.r_prox_sgd(0.5, 0.1, rproxjax.l1(0.1)))
+        >>> info = rproxjax.step_info(opt.init(x))
+        >>> bool(info.halted)
+        False
+    """
+    found = [n for n in jax.tree.leaves(state, is_leaf=_is_info) if _is_info(n)]
+    if len(found) > 1:
+        raise ValueError("the state holds several step records (several proximal steps?).")
+    return found[0] if found else None
+
+
+def any_halted(state) -> Array:
+    """True if any transformation of the chain has halted."""
+    flags = [leaf for path, leaf in jax.tree_util.tree_flatten_with_path(state)[0]
+             if path and getattr(path[-1], "name", None) == "halted"]
+    return jnp.any(jnp.stack(flags)) if flags else jnp.bool_(False)
+
+
+def ssn_totals(info: StepInfo | None, dtype):
+    """(Newton steps summed over blocks, largest final residual) of the last step."""
+    infos = [] if info is None else jax.tree.leaves(
+        info.ssn, is_leaf=lambda n: isinstance(n, SubproblemInfo))
+    if not infos:
+        return jnp.zeros((), jnp.int32), jnp.zeros((), dtype)
+    steps = sum(i.num_steps for i in infos)
+    return steps, jnp.max(jnp.stack([i.residual for i in infos])).astype(dtype)
+
+
+def step_cost(needs: Needs, batch_size: int) -> int:
+    """IFOs of one non-refresh step on a minibatch of ``batch_size``."""
+    return 2 * batch_size if needs.grad_fn else batch_size
+
+
+def refresh_cost(refresh_size: int) -> int:
+    """IFOs of a refresh step: one gradient per sample of S1."""
+    return refresh_size

@@ -1,0 +1,179 @@
+r"""Variance-reduced gradient estimators: the R-SARAH recursion and the SVRG-type estimator.
+
+Each maps the minibatch gradient ``grads`` at X_t to an estimate V_t of
+grad f(X_t) and is meant to be followed, in an ``optax.chain``, by
+:func:`rproxjax.proximal_step` and :func:`rproxjax.retract`. Both refresh
+every q-th update (the first included): there ``grads`` must be a large-batch
+gradient (the batch S1; the full gradient in finite-sum mode) and V_t is it.
+Other updates need the extra argument ``grad_fn``, the *same* minibatch's
+gradient as a function of the point. Gamma is the projection transport.
+
+``update(grads, state, params, *, grad_fn=None, refresh=None)``: ``refresh``
+may be a Python bool (the runner passes it statically: no branch is
+compiled), a traced bool, or None (then ``state.count % q == 0``).
+Both declare these needs (:class:`rproxjax.Needs`) in their states, so
+:func:`rproxjax.fit` provides them through any chain.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+from jax import lax
+
+from rproxjax import _checks
+from rproxjax._blocks import as_blocks, map_blocks
+from rproxjax._contract import Needs
+from rproxjax._transforms import check_params, zeros_like
+
+__all__ = ["SarahState", "SvrgState", "sarah_estimator", "svrg_estimator"]
+
+Array = Any
+
+
+def _check_period(name, q):
+    if not isinstance(q, int) or isinstance(q, bool) or q < 1:
+        raise ValueError(f"{name} must be a Python int >= 1, got {q!r}.")
+
+
+def _is_refresh(refresh, count, q):
+    if refresh is not None:
+        return refresh
+    concrete = _checks.concrete_or_none(count)
+    return bool(concrete % q == 0) if concrete is not None else count % q == 0
+
+
+def _choose(refresh, on_refresh, otherwise):
+    if isinstance(refresh, bool):
+        return on_refresh() if refresh else otherwise()
+    return lax.cond(refresh, on_refresh, otherwise)
+
+
+def _need_grad_fn(grad_fn, name):
+    if grad_fn is None:
+        raise ValueError(
+            f"{name} needs the extra argument grad_fn (the minibatch gradient as a function "
+            "of the point) on non-refresh steps."
+        )
+
+
+def _sub(a, b):
+    return jax.tree.map(jnp.subtract, a, b)
+
+
+class SarahState(NamedTuple):
+    """State of :func:`sarah_estimator`.
+
+    Attributes:
+      count: updates taken.
+      v: the estimate V_t of the last update.
+      prev_params: the point X_t of the last update.
+      needs: the declared :class:`rproxjax.Needs` (static).
+    """
+
+    count: Array
+    v: Any
+    prev_params: Any
+    needs: Needs
+
+
+def sarah_estimator(q: int, *, blocks=None) -> optax.GradientTransformationExtraArgs:
+    r"""The R-SARAH estimator (the paper's equation (6)), refreshed every q updates:
+
+    .. math::
+        V_t = \nabla f_{S_2}(X_t)
+        - \Gamma_{X_{t-1}}^{X_t}\big(\nabla f_{S_2}(X_{t-1}) - V_{t-1}\big).
+
+    Args:
+      q: refresh period (a Python int >= 1: it shapes compiled loops).
+      blocks: the params' blocks (default: one Stiefel block).
+    """
+    _check_period("q", q)
+    blocks = as_blocks(None, blocks)
+    needs = Needs(refresh_every=q, grad_fn=True)
+
+    def init(params):
+        check_params(blocks, params)
+        return SarahState(jnp.zeros((), jnp.int32), zeros_like(params), params, needs)
+
+    def update(updates, state, params=None, *, grad_fn=None, refresh=None, **extra_args):
+        del extra_args
+        check_params(blocks, params, updates)
+
+        def recursion():
+            _need_grad_fn(grad_fn, "the R-SARAH estimator")
+            diff = _sub(grad_fn(state.prev_params), state.v)
+            moved = map_blocks(lambda b, xo, xn, u: b.transport(xo, xn, u),
+                               blocks, state.prev_params, params, diff)
+            return _sub(updates, moved)
+
+        v = _choose(_is_refresh(refresh, state.count, q), lambda: updates, recursion)
+        return v, SarahState(state.count + 1, v, params, needs)
+
+    return optax.GradientTransformationExtraArgs(init, update)
+
+
+class SvrgState(NamedTuple):
+    """State of :func:`svrg_estimator`.
+
+    Attributes:
+      count: updates taken.
+      v: the estimate V_t of the last update.
+      snapshot: the snapshot point X~ (the point of the last refresh).
+      snapshot_grad: the large-batch gradient at X~.
+      needs: the declared :class:`rproxjax.Needs` (static).
+    """
+
+    count: Array
+    v: Any
+    snapshot: Any
+    snapshot_grad: Any
+    needs: Needs
+
+
+def svrg_estimator(m: int, *, blocks=None) -> optax.GradientTransformationExtraArgs:
+    r"""The SVRG-type estimator with a snapshot every m updates:
+
+    .. math::
+        V_t = \nabla f_S(X_t)
+        - \Gamma_{\tilde X}^{X_t}\big(\nabla f_S(\tilde X) - \nabla f(\tilde X)\big),
+
+    with X~ the point of the last refresh and grad f(X~) its large-batch
+    gradient (taken by the refresh update itself, so a refresh step costs
+    |S1| IFOs and the others 2 |S|, as R-SARAH's).
+
+    Args:
+      m: snapshot period (a Python int >= 1).
+      blocks: the params' blocks (default: one Stiefel block).
+    """
+    _check_period("m", m)
+    blocks = as_blocks(None, blocks)
+    needs = Needs(refresh_every=m, grad_fn=True)
+
+    def init(params):
+        check_params(blocks, params)
+        zeros = zeros_like(params)
+        return SvrgState(jnp.zeros((), jnp.int32), zeros, params, zeros, needs)
+
+    def update(updates, state, params=None, *, grad_fn=None, refresh=None, **extra_args):
+        del extra_args
+        check_params(blocks, params, updates)
+
+        def on_refresh():
+            return updates, params, updates
+
+        def corrected():
+            _need_grad_fn(grad_fn, "the SVRG estimator")
+            diff = _sub(grad_fn(state.snapshot), state.snapshot_grad)
+            moved = map_blocks(lambda b, xo, xn, u: b.transport(xo, xn, u),
+                               blocks, state.snapshot, params, diff)
+            return _sub(updates, moved), state.snapshot, state.snapshot_grad
+
+        v, snap, snap_grad = _choose(_is_refresh(refresh, state.count, m), on_refresh,
+                                     corrected)
+        return v, SvrgState(state.count + 1, v, snap, snap_grad, needs)
+
+    return optax.GradientTransformationExtraArgs(init, update)

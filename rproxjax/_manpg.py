@@ -1,0 +1,191 @@
+r"""ManPG and ManPG-Ada (Chen, Ma, So and Zhang 2020): full-gradient proximal steps with
+an Armijo search.
+
+One transformation rather than a chain: ManPG-Ada's next proximal step depends
+on the line search's outcome, which couples the two. It is built from the
+same pieces as the chains (the blocks' proximal step and retraction) and
+keeps the common :class:`rproxjax.StepInfo` record under ``info``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+from jax import lax
+
+from rproxjax._blocks import as_blocks, map_blocks, total_sq_norm
+from rproxjax._contract import Needs, StepInfo
+from rproxjax._results import Status
+from rproxjax._subproblem import SubproblemInfo
+from rproxjax._transforms import (
+    SSN,
+    all_finite,
+    blocks_state,
+    check_params,
+    dtype_of,
+    empty_step_info,
+    guarded,
+    hyper,
+    zeros_like,
+)
+
+__all__ = ["ManPGState", "manpg"]
+
+Array = Any
+_NEEDS = Needs(value_fn=True, full_batch=True)
+
+
+class ManPGState(NamedTuple):
+    """State of :func:`manpg`.
+
+    Attributes:
+      count: steps taken (steps after convergence are not counted).
+      info: the :class:`rproxjax.StepInfo` record.
+      blocks: the blocks (regularizers) as arrays.
+      gamma: the current proximal step (changes under ManPG-Ada).
+      converged: True once ||zeta||^2 / gamma^2 < tol; later updates are zero.
+      stationarity: ||zeta||_F^2 / gamma^2 at the last step (the stopping test).
+      alpha: the Armijo step accepted at the last step.
+      num_backtracks: line-search halvings, summed over steps.
+      num_inexact: steps accepted with alpha < 1e-4 ("inexact"), summed.
+      needs: the declared :class:`rproxjax.Needs` (static).
+    """
+
+    count: Array
+    info: StepInfo
+    blocks: Any
+    gamma: Array
+    converged: Array
+    stationarity: Array
+    alpha: Array
+    num_backtracks: Array
+    num_inexact: Array
+    needs: Needs
+
+
+def _inner_tol(state, tol):
+    """The reference code's subproblem tolerance (on ||E||^2), tightened after inexact steps."""
+    g2 = tol * state.gamma**2
+    tight = (state.alpha < 1e-4) | (state.num_inexact > 10)
+    return jnp.where(tight, jnp.maximum(5e-16, jnp.minimum(1e-14, 1e-5 * g2)),
+                     jnp.maximum(1e-13, jnp.minimum(1e-11, 1e-3 * g2)))
+
+
+def _armijo(objective, trial, f_x, znorm2, gamma, max_backtracks, dtype):
+    """Halves alpha from 1 while F(trial(alpha)) >= F(X) - alpha ||zeta||^2 / (2 gamma)."""
+
+    def cond(c):
+        alpha, f_new, k = c
+        return ((f_new >= f_x - alpha / (2 * gamma) * znorm2) & (alpha >= 1e-4)
+                & (k < max_backtracks))
+
+    def body(c):
+        alpha, _, k = c
+        alpha = 0.5 * alpha
+        return alpha, objective(trial(alpha)), k + 1
+
+    one = jnp.ones((), dtype)
+    alpha, _, backtracks = lax.while_loop(cond, body, (one, objective(trial(one)), jnp.int32(0)))
+    return alpha, backtracks
+
+
+def _next_gamma(adaptive, gamma0, gamma, backtracks, move):
+    if not adaptive:
+        return gamma
+    new = jnp.where(backtracks == 0, 1.01 * gamma, jnp.maximum(gamma0, gamma / 1.01))
+    return jnp.where(move, new, gamma)
+
+
+def manpg(gamma, reg=None, *, tol, blocks=None, adaptive: bool = False,
+          retraction: str = "polar", max_backtracks: int = 14, linear_solver: str = "auto",
+          ssn_max_steps: int = 100,
+          ssn_method: str = "secant") -> optax.GradientTransformationExtraArgs:
+    r"""ManPG (Chen, Ma, So and Zhang 2020) and ManPG-Ada, with full gradients.
+
+    Each update solves the subproblem at X with the full gradient and step
+    gamma, stops (``state.converged``; the update and all later ones are zero)
+    when ||zeta||^2 / gamma^2 < tol, and otherwise takes the Armijo step:
+    alpha = 1, halve while F(Retr_X(alpha zeta)) >= F(X) - alpha / (2 gamma)
+    ||zeta||^2, accepting when alpha < 1e-4 (an "inexact" step). The
+    subproblem tolerance on ||E||^2 is max(1e-13, min(1e-11, 1e-3 tol gamma^2)),
+    tightened to max(5e-16, min(1e-14, 1e-5 tol gamma^2)) after an inexact step
+    or more than 10 of them, as in the reference code. ManPG-Ada
+    (``adaptive=True``) sets gamma <- 1.01 gamma after a step without
+    backtracking and gamma <- max(gamma0, gamma / 1.01) otherwise.
+
+    ``update(grads, state, params, *, value_fn)``: ``grads`` is the full
+    gradient of f at ``params`` and ``value_fn(x)`` returns f(x) (the smooth
+    part; the optimizer adds h). :func:`rproxjax.fit` provides both (the
+    state declares them) and runs it on full batches.
+
+    Args:
+      gamma: initial proximal step (1/L in the reference; ``t`` in its paper).
+      reg: regularizer h (one Stiefel block), or None; ``blocks`` for a pytree.
+      tol: stopping tolerance on ||zeta||^2 / gamma^2.
+      adaptive: ManPG-Ada's adaptive gamma.
+      retraction: retraction name.
+      max_backtracks: most Armijo halvings (14 takes alpha below 1e-4).
+      linear_solver, ssn_max_steps: passed to :func:`rproxjax.tangent_prox`.
+      ssn_method: the Newton rule of :func:`rproxjax.tangent_prox` (``method``):
+        ``"secant"``, or ``"reference"`` to follow the reference ManPG code's
+        iterates digit for digit.
+    """
+    gamma = hyper("gamma", gamma)
+    tol = hyper("tol", tol)
+    if callable(gamma) or callable(tol):
+        raise ValueError("manpg takes a scalar gamma and tol, not schedules.")
+    ssn = SSN(None, 0.0, ssn_max_steps, linear_solver, ssn_method)
+    blocks = as_blocks(reg, blocks, retraction)
+
+    def init(params):
+        check_params(blocks, params)
+        dtype = dtype_of(params)
+        zero = jnp.zeros((), jnp.int32)
+        return ManPGState(zero, empty_step_info(blocks, params), blocks_state(blocks, params),
+                          jnp.asarray(gamma, dtype), jnp.bool_(False),
+                          jnp.asarray(jnp.inf, dtype), jnp.ones((), dtype), zero, zero, _NEEDS)
+
+    def objective(value_fn, x):
+        return value_fn(x) + sum(jax.tree.leaves(map_blocks(lambda b, xb: b.value(xb), blocks, x)))
+
+    def update(grads, state, params=None, *, value_fn=None, **extra_args):
+        del extra_args
+        if value_fn is None:
+            raise ValueError("manpg needs the extra argument value_fn (f, the smooth part).")
+        check_params(blocks, params, grads)
+        dtype = dtype_of(params)
+        tol_, gk = jnp.asarray(tol, dtype), state.gamma
+        settings = dataclasses.replace(ssn, tol=jnp.sqrt(_inner_tol(state, tol_)))
+        zeta, ssn_info = map_blocks(lambda b, x, v, i: b.prox_step(x, v, gk, i, settings),
+                                    blocks, params, grads, state.info.ssn)
+        infos = jax.tree.leaves(ssn_info, is_leaf=lambda n: isinstance(n, SubproblemInfo))
+        bad = jnp.any(jnp.stack([i.status == Status.NONFINITE for i in infos]))
+        znorm2 = total_sq_norm(zeta)
+        stationarity = znorm2 / gk**2
+        converged = state.converged | (stationarity < tol_)
+
+        def trial(alpha):
+            return map_blocks(lambda b, x, z: b.retract(x, alpha * z), blocks, params, zeta)
+
+        alpha, backtracks = _armijo(lambda x: objective(value_fn, x), trial,
+                                    objective(value_fn, params), znorm2, gk, max_backtracks,
+                                    dtype)
+        x_new = trial(alpha)
+        ok = ~bad & all_finite(x_new) & all_finite(grads)
+        move = ~converged & ~state.info.halted
+        halted = state.info.halted | (move & ~ok)
+        move = move & ok
+        info = StepInfo(guarded(ok, ssn_info, state.info.ssn), jnp.sqrt(znorm2), halted)
+        return guarded(move, jax.tree.map(jnp.subtract, x_new, params), zeros_like(params)), \
+            ManPGState(
+                state.count + move.astype(jnp.int32), info, blocks_state(blocks, params),
+                _next_gamma(adaptive, jnp.asarray(gamma, dtype), gk, backtracks, move),
+                converged, stationarity, jnp.where(move, alpha, state.alpha),
+                state.num_backtracks + jnp.where(move, backtracks, 0),
+                state.num_inexact + (move & (alpha < 1e-4)).astype(jnp.int32), _NEEDS)
+
+    return optax.GradientTransformationExtraArgs(init, update)

@@ -1,0 +1,255 @@
+"""The step transformations: proximal step, subgradient direction, retraction.
+
+Each is an ``optax.GradientTransformationExtraArgs`` acting on a pytree of
+parameters with one geometry per leaf (:mod:`rproxjax._blocks`):
+
+* :func:`proximal_step` maps a gradient (estimate) V_t to the tangent step
+  zeta_t of the proximal subproblem (design notes section 3);
+* :func:`subgradient_direction` maps V_t to -P_X(V_t + s), s in dh(X);
+* :func:`retract` maps a tangent step zeta to the update
+  Retr_X(eta_t zeta) - X, so that ``optax.apply_updates`` lands on the manifold.
+
+The named optimizers (:mod:`rproxjax._optimizers`) are chains of an estimator
+(:mod:`rproxjax._estimators`), one of the first two and the retraction, e.g.
+``r_prox_sgd(eta, gamma, reg) = chain(proximal_step(gamma, reg), retract(eta))``.
+
+Non-finite values: a step whose gradient or subproblem is not finite returns a
+zero step and sets ``info.halted`` (sticky: every later step is zero); the
+retraction returns a zero update for a zero step or a non-finite point, so the
+params are never corrupted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from rproxjax import _checks
+from rproxjax._blocks import as_blocks, map_blocks, total_sq_norm
+from rproxjax._contract import StepInfo
+from rproxjax._results import Status
+from rproxjax._subproblem import METHODS, SubproblemInfo
+
+__all__ = ["ProximalStepState", "RetractionState", "SSN", "SubgradientState",
+           "proximal_step", "retract", "subgradient_direction"]
+
+Array = Any
+
+#: Default relative subproblem tolerance of the stochastic methods: a solve stops
+#: when ||E||_F <= ssn_tol + SSN_RTOL * ||zeta||_F. Chosen in
+#: ``benchmarks/inexact.py``: loss against IFOs unchanged within the seed-to-seed
+#: spread, fewer Newton steps.
+SSN_RTOL = 1e-2
+
+
+@dataclasses.dataclass(frozen=True)
+class SSN:
+    """Settings of the semi-smooth Newton subproblem solver (static).
+
+    ``tol``, ``rtol``, ``max_steps``, ``linear_solver`` and ``method`` of
+    :func:`rproxjax.tangent_prox`: a solve stops at
+    ||E||_F <= tol + rtol ||zeta||_F (``tol=None``: :func:`rproxjax.default_tol`).
+    """
+
+    tol: Any = None
+    rtol: Any = 0.0
+    max_steps: int = 100
+    linear_solver: str = "auto"
+    method: str = "secant"
+
+    def __post_init__(self):
+        if self.method not in METHODS:
+            raise ValueError(f"unknown ssn_method {self.method!r}; expected one of {METHODS}.")
+        if not isinstance(self.max_steps, int) or self.max_steps < 0:
+            raise ValueError(f"ssn_max_steps must be an int >= 0, got {self.max_steps!r}.")
+
+
+def hyper(name, value):
+    """Validates a hyperparameter; scalars become arrays (arguments, not constants,
+    of compiled programs, so new values do not recompile)."""
+    if callable(value):
+        return value
+    if jnp.ndim(value) != 0:
+        raise ValueError(f"{name} must be a scalar or a schedule, got shape {jnp.shape(value)}.")
+    _checks.check_positive(name, value)
+    return jnp.asarray(value)
+
+
+def value_at(hyperparameter, count, dtype):
+    value = hyperparameter(count) if callable(hyperparameter) else hyperparameter
+    return jnp.asarray(value, dtype)
+
+
+def dtype_of(params):
+    return jnp.result_type(*jax.tree.leaves(params))
+
+
+def all_finite(tree):
+    return jnp.all(jnp.array([jnp.all(jnp.isfinite(a)) for a in jax.tree.leaves(tree)]))
+
+
+def guarded(ok, new, old):
+    return jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, old)
+
+
+def zeros_like(tree):
+    return jax.tree.map(jnp.zeros_like, tree)
+
+
+def check_params(blocks, params, grads=None):
+    def check(block, x, *g):
+        block.check("params", x)
+        if g and jnp.shape(g[0]) != jnp.shape(x):
+            raise ValueError(
+                f"grads of shape {jnp.shape(g[0])} do not match params of shape {jnp.shape(x)}."
+            )
+        return 0
+
+    if params is None:
+        raise ValueError("the Riemannian transformations need params (the current point) in "
+                         "update().")
+    map_blocks(check, blocks, *((params,) if grads is None else (params, grads)))
+
+
+def blocks_state(blocks, params):
+    """The blocks (regularizers, step scales) as arrays of the params' dtype, for the state:
+    the runner reports F = f + h with the h found there, whatever the chain."""
+    dtype = dtype_of(params)
+    return jax.tree.map(lambda a: jnp.asarray(a, dtype), blocks)
+
+
+def empty_step_info(blocks, params):
+    ssn = map_blocks(lambda b, x: b.empty_info(x), blocks, params)
+    return StepInfo(ssn, jnp.zeros((), dtype_of(params)), jnp.bool_(False))
+
+
+class ProximalStepState(NamedTuple):
+    """State of :func:`proximal_step`: step count (for a gamma schedule), the
+    :class:`StepInfo` record ``info`` and the blocks (with their regularizers)."""
+
+    count: Array
+    info: StepInfo
+    blocks: Any
+
+
+def proximal_step(gamma, reg=None, *, blocks=None, retraction: str = "polar",
+                  ssn: SSN = SSN()) -> optax.GradientTransformationExtraArgs:
+    r"""The proximal step: V_t -> zeta_t, solving on each block
+
+    .. math::
+        \zeta_t = \operatorname*{argmin}_{\zeta \in T_{X_t}}
+        \langle V_t, \zeta\rangle + \frac{1}{2\gamma}\|\zeta\|^2 + h(X_t + \zeta)
+
+    (:func:`rproxjax.tangent_prox` on Stiefel blocks, warm-started from the
+    last multiplier; closed forms on Grassmann and Euclidean blocks).
+
+    Args:
+      gamma: the proximal step (scalar or schedule of the step count).
+      reg: a regularizer for one Stiefel block (params a d x r matrix), or None.
+      blocks: instead of ``reg``, a block or pytree of blocks matching params.
+      retraction: the Stiefel block's retraction (with ``reg``).
+      ssn: the subproblem solver's settings (:class:`SSN`).
+    """
+    gamma = hyper("gamma", gamma)
+    blocks = as_blocks(reg, blocks, retraction)
+
+    def init(params):
+        check_params(blocks, params)
+        return ProximalStepState(jnp.zeros((), jnp.int32), empty_step_info(blocks, params),
+                                 blocks_state(blocks, params))
+
+    def update(updates, state, params=None, **extra_args):
+        del extra_args
+        check_params(blocks, params, updates)
+        gam = value_at(gamma, state.count, dtype_of(params))
+        zeta, ssn_info = map_blocks(lambda b, x, v, i: b.prox_step(x, v, gam, i, ssn),
+                                    blocks, params, updates, state.info.ssn)
+        infos = jax.tree.leaves(ssn_info, is_leaf=lambda n: isinstance(n, SubproblemInfo))
+        bad = jnp.any(jnp.stack([i.status == Status.NONFINITE for i in infos]))
+        ok = ~state.info.halted & ~bad & all_finite(zeta) & all_finite(updates)
+        info = StepInfo(guarded(ok, ssn_info, state.info.ssn),
+                        jnp.where(ok, jnp.sqrt(total_sq_norm(zeta)), state.info.zeta_norm), ~ok)
+        return (guarded(ok, zeta, zeros_like(zeta)),
+                ProximalStepState(state.count + 1, info, blocks_state(blocks, params)))
+
+    return optax.GradientTransformationExtraArgs(init, update)
+
+
+class SubgradientState(NamedTuple):
+    """State of :func:`subgradient_direction`: the :class:`StepInfo` record (its
+    ``ssn`` is empty) and the blocks."""
+
+    info: StepInfo
+    blocks: Any
+
+
+def subgradient_direction(reg=None, *, blocks=None,
+                          retraction: str = "polar") -> optax.GradientTransformationExtraArgs:
+    """V_t -> -step_scale P_X(V_t + s), s = ``reg.subgradient(X)`` in dh(X) (mu sign(X) for
+    l1): the Riemannian subgradient direction; Euclidean blocks take -(V_t + s)."""
+    blocks = as_blocks(reg, blocks, retraction)
+
+    def init(params):
+        check_params(blocks, params)
+        info = StepInfo((), jnp.zeros((), dtype_of(params)), jnp.bool_(False))
+        return SubgradientState(info, blocks_state(blocks, params))
+
+    def update(updates, state, params=None, **extra_args):
+        del extra_args
+        check_params(blocks, params, updates)
+        direction = map_blocks(lambda b, x, g: b.subgradient_direction(x, g),
+                               blocks, params, updates)
+        ok = ~state.info.halted & all_finite(direction)
+        scaled = map_blocks(lambda b, x, u: b.scaled(1.0, x) * u, blocks, params, direction)
+        info = StepInfo((), jnp.where(ok, jnp.sqrt(total_sq_norm(direction)),
+                                      state.info.zeta_norm), ~ok)
+        return (guarded(ok, scaled, zeros_like(scaled)),
+                SubgradientState(info, blocks_state(blocks, params)))
+
+    return optax.GradientTransformationExtraArgs(init, update)
+
+
+class RetractionState(NamedTuple):
+    """State of :func:`retract`: step count (for a schedule) and a halted flag
+    (set if a retracted point was not finite)."""
+
+    count: Array
+    halted: Array
+
+
+def retract(learning_rate, *, blocks=None,
+            method: str = "polar") -> optax.GradientTransformationExtraArgs:
+    """zeta -> Retr_X(eta_t zeta) - X on each block: the params one Stiefel block
+    retracted by ``method`` (``blocks=None``), or a pytree of blocks with their own
+    retractions. A zero step gives a zero update (Retr_X(0) = X).
+
+    Args:
+      learning_rate: eta_t, a scalar or a schedule of the step count.
+      blocks: a block or pytree of blocks matching params (default: one Stiefel block).
+      method: the Stiefel block's retraction, ``"qr"``, ``"polar"``, ``"exp"`` or
+        ``"cayley"`` (without ``blocks``).
+    """
+    learning_rate = hyper("learning_rate", learning_rate)
+    blocks = as_blocks(None, blocks, method)
+
+    def init(params):
+        check_params(blocks, params)
+        return RetractionState(jnp.zeros((), jnp.int32), jnp.bool_(False))
+
+    def update(updates, state, params=None, **extra_args):
+        del extra_args
+        check_params(blocks, params, updates)
+        eta = value_at(learning_rate, state.count, dtype_of(params))
+        x_new = map_blocks(lambda b, x, z: b.retract(x, eta * z), blocks, params, updates)
+        finite = all_finite(x_new)
+        moved = jnp.any(jnp.stack([jnp.any(z != 0) for z in jax.tree.leaves(updates)]))
+        ok = ~state.halted & finite & moved
+        delta = jax.tree.map(lambda a, b: a - b, x_new, params)
+        return (guarded(ok, delta, zeros_like(params)),
+                RetractionState(state.count + 1, state.halted | ~finite))
+
+    return optax.GradientTransformationExtraArgs(init, update)
