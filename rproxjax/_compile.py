@@ -1,0 +1,74 @@
+"""Compile once per structure: programs keyed by their jaxpr, with closed-over arrays as arguments.
+
+:func:`rproxjax.fit` builds its epoch program from closures over the loss,
+the optimizer (whose hyperparameters are arrays or array-valued schedules)
+and the data. ``jax.jit`` would key its cache on those closures' identity,
+so every ``fit`` call would recompile. :func:`compile_once` instead traces
+the program to a jaxpr, hoists every closed-over array (the step sizes, mu,
+the data) into an argument, and keys a module-level cache on the jaxpr's
+text: two programs share one compiled executable exactly when they are the
+same computation up to the values of those arrays. Python scalars are
+literals of the jaxpr, so a hyperparameter given as a Python float that
+changes does change the key (and recompiles): the optimizers turn theirs
+into arrays.
+
+Tracing costs milliseconds to a few tenths of a second; compiling costs
+seconds. The cache holds the :data:`MAX_ENTRIES` most recently used programs.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+__all__ = ["MAX_ENTRIES", "compile_once", "clear_cache"]
+
+#: Programs kept by the cache (least recently used evicted).
+MAX_ENTRIES = 64
+_CACHE: collections.OrderedDict[Any, Callable] = collections.OrderedDict()
+
+
+def clear_cache() -> None:
+    _CACHE.clear()
+
+
+def _aval_key(value):
+    return (tuple(jnp.shape(value)), str(jnp.result_type(value)))
+
+
+def _evaluator(jaxpr):
+    def run(consts, flat_args):
+        return jax.core.eval_jaxpr(jaxpr, consts, *flat_args)
+
+    return jax.jit(run)
+
+
+def compile_once(fn: Callable, *example_args) -> Callable:
+    """``fn`` as a compiled callable of arguments shaped like ``example_args``.
+
+    The returned callable takes arguments with the same pytree structure,
+    shapes and dtypes as ``example_args`` and returns ``fn``'s outputs. Its
+    executable is shared with every earlier ``compile_once`` of the same
+    computation (see the module docstring).
+    """
+    closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*example_args)
+    in_tree = jax.tree.structure(example_args)
+    out_tree = jax.tree.structure(out_shape)
+    consts = list(closed.consts)
+    key = (str(closed.jaxpr), in_tree, out_tree, tuple(_aval_key(c) for c in consts))
+    evaluator = _CACHE.pop(key, None)
+    if evaluator is None:
+        evaluator = _evaluator(closed.jaxpr)
+    _CACHE[key] = evaluator
+    while len(_CACHE) > MAX_ENTRIES:
+        _CACHE.popitem(last=False)
+
+    def call(*args):
+        flat = in_tree.flatten_up_to(args)
+        return jax.tree.unflatten(out_tree, evaluator(consts, flat))
+
+    return call

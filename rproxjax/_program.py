@@ -1,0 +1,208 @@
+"""One epoch as a pure function: the compiled unit of a run.
+
+An epoch is a ``lax.scan`` over minibatches (or an outer scan over blocks of
+one refresh and q - 1 minibatch steps, so nothing is branched on the step
+count and a vmapped sweep never computes large batches at small steps).
+Minibatch gradients are ``jax.grad`` of the mean of the ``jax.vmap``-ed
+per-sample loss; the per-step :class:`History` is the scan's output, so it
+costs no host round trip per iteration. What the optimizer needs (``grad_fn``,
+``value_fn``, ``refresh``) is passed as its state declares
+(:class:`rproxjax.Needs`); IFOs are counted by :mod:`rproxjax._contract`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+import optax.tree_utils as otu
+from jax import lax
+
+from rproxjax._blocks import Stiefel, is_block, map_blocks, total_sq_norm
+from rproxjax._contract import (
+    Needs,
+    any_halted,
+    refresh_cost,
+    ssn_totals,
+    step_cost,
+    step_info,
+)
+from rproxjax._sampling import Plan, chunked_mean
+
+__all__ = ["EpochProgram", "History", "Objective"]
+
+Array = Any
+
+
+class History(NamedTuple):
+    """Per-step history of a run (arrays of length ``num_steps``).
+
+    Attributes:
+      ifo: cumulative IFO count after each step.
+      zeta_norm: ||zeta_t||_F (the subgradient direction's norm for R-Subgrad).
+      ssn_steps: semi-smooth Newton steps of each subproblem (0 if none).
+      ssn_residual: ||E(Lambda)||_F at the end of each subproblem.
+      feasibility: ||X^T X - I||_F after each step.
+      halted: True from the first non-finite gradient on (updates stop).
+      refresh: True at the estimators' large-batch (refresh) steps.
+      variance: ||V_t - grad f(X_t)||_F^2, if ``record_variance``, else None.
+      loss: F(X_{t+1}) = f + h after each step, if ``record_loss``, else None
+        (f over the whole data set in finite-sum mode, over the current
+        minibatch in online mode).
+    """
+
+    ifo: Array
+    zeta_norm: Array
+    ssn_steps: Array
+    ssn_residual: Array
+    feasibility: Array
+    halted: Array
+    refresh: Array
+    variance: Array | None
+    loss: Array | None
+
+
+def state_blocks(state):
+    """The blocks recorded in an optimizer state (one Stiefel block if none is)."""
+    found = otu.tree_get(state, "blocks", None, filtering=lambda _, v: _has_blocks(v))
+    return Stiefel() if found is None else found
+
+
+def _has_blocks(value):
+    leaves = jax.tree.leaves(value, is_leaf=is_block)
+    return bool(leaves) and all(is_block(b) for b in leaves)
+
+
+class Objective(NamedTuple):
+    """F = f + h: the per-batch smooth part and h read from the optimizer state."""
+
+    batch_loss: Callable  # (x, batch) -> mean f over the batch
+
+    def grad(self, x, batch):
+        return jax.grad(self.batch_loss)(x, batch)
+
+    @staticmethod
+    def h(state, x):
+        values = map_blocks(lambda b, xb: b.value(xb), state_blocks(state), x)
+        return sum(jax.tree.leaves(values))
+
+    @staticmethod
+    def feasibility(state, x):
+        values = map_blocks(lambda b, xb: b.feasibility(xb), state_blocks(state), x)
+        return jnp.max(jnp.stack(jax.tree.leaves(values)))
+
+
+def make_objective(loss_fn, batched_loss: bool) -> Objective:
+    if batched_loss:
+        return Objective(loss_fn)
+    return Objective(lambda x, batch: jnp.mean(jax.vmap(loss_fn, in_axes=(None, 0))(x, batch)))
+
+
+@dataclasses.dataclass(frozen=True)
+class EpochProgram:
+    """The epoch of a run; ``sampler`` is a :class:`FiniteSum` or a :class:`Stream`."""
+
+    optimizer: optax.GradientTransformationExtraArgs
+    objective: Objective
+    sampler: Any
+    plan: Plan
+    needs: Needs
+    record_loss: bool = False
+    record_variance: bool = False
+
+    @property
+    def finite_sum(self) -> bool:
+        return hasattr(self.sampler, "mean")
+
+    def full_loss(self, state, x):
+        return self.sampler.mean(lambda b: self.objective.batch_loss(x, b)) \
+            + self.objective.h(state, x)
+
+    def full_grad(self, x):
+        return self.sampler.mean(lambda b: self.objective.grad(x, b))
+
+    def _extra(self, batch, refresh):
+        extra = {}
+        if self.needs.refresh_every is not None:
+            extra["refresh"] = refresh
+        if self.needs.grad_fn and not refresh:
+            extra["grad_fn"] = lambda p: self.objective.grad(p, batch)
+        if self.needs.value_fn:
+            extra["value_fn"] = lambda p: self.objective.batch_loss(p, batch)
+        return extra
+
+    def step(self, carry, g, batch, cost, refresh):
+        x, state, ifo = carry
+        g_true = self.full_grad(x) if self.record_variance else None
+        updates, state = self.optimizer.update(g, state, x, **self._extra(batch, refresh))
+        x_new = optax.apply_updates(x, updates)
+        ifo = ifo + cost
+        return (x_new, state, ifo), self._history(x_new, state, ifo, g, g_true, refresh, batch)
+
+    def _history(self, x, state, ifo, g, g_true, refresh, batch):
+        dtype = jnp.result_type(*jax.tree.leaves(x))
+        info = step_info(state)
+        steps, residual = ssn_totals(info, dtype)
+        zeta_norm = jnp.zeros((), dtype) if info is None else info.zeta_norm
+        variance = loss = None
+        if self.record_variance:
+            v = otu.tree_get(state, "v", g)
+            variance = total_sq_norm(jax.tree.map(jnp.subtract, v, g_true))
+        if self.record_loss:
+            loss = self.full_loss(state, x) if self.finite_sum else \
+                self.objective.batch_loss(x, batch) + self.objective.h(state, x)
+        return History(ifo, zeta_norm, steps, residual, self.objective.feasibility(state, x),
+                       any_halted(state), jnp.bool_(refresh), variance, loss)
+
+    def _plain(self, carry, inputs):
+        def body(c, element):
+            batch = self.sampler.get(element, self.plan)
+            g = self.objective.grad(c[0], batch)
+            return self.step(c, g, batch, step_cost(self.needs, self.plan.batch_size), False)
+
+        return lax.scan(body, carry, inputs)
+
+    def _refresh_gradient(self, x, big):
+        if big is None:
+            return self.full_grad(x), None, refresh_cost(self.sampler.n)
+        batch = self.sampler.get(big, self.plan)
+        size = self.plan.refresh_size
+        g = chunked_mean(lambda b: self.objective.grad(x, b), batch, size,
+                         getattr(self.sampler, "chunk_size", 2048))
+        return g, batch, refresh_cost(size)
+
+    def _blocks(self, carry, inputs):
+        def block(c, block_inputs):
+            small, big = block_inputs
+            g_big, batch_big, cost = self._refresh_gradient(c[0], big)
+            c, h0 = self.step(c, g_big, batch_big, cost, True)
+
+            def inner(c2, element):
+                batch = self.sampler.get(element, self.plan)
+                g = self.objective.grad(c2[0], batch)
+                return self.step(c2, g, batch, step_cost(self.needs, self.plan.batch_size),
+                                 False)
+
+            c, hs = lax.scan(inner, c, small)
+            return c, jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), h0, hs)
+
+        carry, hist = lax.scan(block, carry, inputs)
+        return carry, jax.tree.map(lambda a: a.reshape((-1,) + a.shape[2:]), hist)
+
+    def run(self, carry, inputs):
+        """(carry, history) of one epoch; carry = (params, opt_state, ifo)."""
+        return (self._plain if self.plan.q is None else self._blocks)(carry, inputs)
+
+    def end_loss(self, carry, inputs):
+        """F at the epoch's end point: over the data set, or online over its minibatches."""
+        x, state, _ = carry
+        if self.finite_sum:
+            return self.full_loss(state, x)
+        batches = inputs if self.plan.q is None else inputs[0]
+        lead = 2 if self.plan.q is None else 3
+        flat = jax.tree.map(lambda a: a.reshape((-1,) + a.shape[lead:]), batches)
+        return self.objective.batch_loss(x, flat) + self.objective.h(state, x)
