@@ -1,0 +1,158 @@
+"""The transformation contract: chains, the runner's needs, compile-once, the step record."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import rproxjax
+from rproxjax import problems, stiefel
+
+D, R, N = 16, 2, 240
+
+
+@pytest.fixture(scope="module")
+def data():
+    w = np.zeros((D, R))
+    w[:3, 0] = 1 / np.sqrt(3)
+    w[3:6, 1] = 1 / np.sqrt(3)
+    key_s, key_e = jax.random.split(jax.random.key(0))
+    s = jax.random.normal(key_s, (N, R)) * jnp.array([3.0, 2.0])
+    return s @ w.T + 0.3 * jax.random.normal(key_e, (N, D))
+
+
+X0 = stiefel.random_point(jax.random.key(1), D, R)
+
+OPTIMIZERS = {
+    "r_prox_sgd": lambda mu, eta: rproxjax.r_prox_sgd(
+        rproxjax.inverse_sqrt_schedule(eta), 0.2, rproxjax.l1(mu)),
+    "r_prox_spb": lambda mu, eta: rproxjax.r_prox_spb(eta, 0.2, rproxjax.l1(mu), q=4),
+    "r_prox_svrg": lambda mu, eta: rproxjax.r_prox_svrg(eta, 0.2, rproxjax.l1(mu), m=4),
+    "r_prox_sarah": lambda mu, eta: rproxjax.r_prox_sarah(0.4, eta, rproxjax.l1(mu), q=4),
+    "r_subgrad": lambda mu, eta: rproxjax.r_subgrad(
+        rproxjax.inverse_sqrt_schedule(0.1 * eta), rproxjax.l1(mu)),
+    "manpg": lambda mu, eta: rproxjax.manpg(0.2 * eta, rproxjax.l1(mu), tol=1e-10),
+}
+
+
+def _fit(opt, data, **kw):
+    batch = {} if "manpg" in kw.pop("name", "") else {"batch_size": 20}
+    return rproxjax.fit(opt, problems.spca_loss, X0, data, key=jax.random.key(2),
+                        num_epochs=2, record_loss=True, **batch, **kw)
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_chain_with_preprocessing_matches_the_bare_optimizer(name, data):
+    """Same iterates, same reported F = f + h, same history, through an optax chain."""
+    bare = _fit(OPTIMIZERS[name](0.3, 0.5), data, name=name)
+    chained_opt = optax.chain(optax.clip_by_global_norm(1e6), optax.identity(),
+                              OPTIMIZERS[name](0.3, 0.5))
+    chained = _fit(chained_opt, data, name=name)
+    np.testing.assert_array_equal(chained.params, bare.params)
+    np.testing.assert_array_equal(chained.epoch_loss, bare.epoch_loss)
+    np.testing.assert_array_equal(chained.epoch_ifo, bare.epoch_ifo)
+    for field in ("zeta_norm", "ssn_steps", "loss", "refresh", "halted"):
+        np.testing.assert_array_equal(getattr(chained.history, field),
+                                      getattr(bare.history, field))
+    # F includes h: it is f + mu ||X||_1 at the final point.
+    f = jnp.mean(jax.vmap(problems.spca_loss, (None, 0))(bare.params, data))
+    np.testing.assert_allclose(bare.epoch_loss[-1], f + 0.3 * jnp.sum(jnp.abs(bare.params)),
+                               rtol=1e-12)
+    assert float(bare.history.feasibility[-1]) < 1e-12
+
+
+@pytest.fixture
+def compilations():
+    """The XLA compilations (backend compile events) during a test, as a list."""
+    events = []
+
+    def listener(event, duration, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            events.append(event)
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    yield events
+    jax.monitoring.unregister_event_duration_listener(listener)
+
+
+@pytest.mark.parametrize("name", ["r_prox_sgd", "r_prox_spb", "r_subgrad", "manpg"])
+def test_second_fit_with_new_hyperparameters_compiles_nothing(name, data, compilations):
+    events = compilations
+    rproxjax._compile.clear_cache()  # earlier tests may have compiled this very program
+    first = _fit(OPTIMIZERS[name](0.3, 0.5), data, name=name)
+    assert len(events) > 0  # the first call compiles (the listener works)
+    new_data = jax.block_until_ready(data * 1.01)
+    events.clear()
+    second = _fit(OPTIMIZERS[name](0.1, 0.7), new_data, name=name)  # new mu, eta, data
+    assert len(events) == 0, f"{len(events)} compilations on the second call"
+    assert not np.array_equal(second.params, first.params)
+    # ... and the cached program computes the new values: same as a fresh trace.
+    rproxjax._compile.clear_cache()
+    fresh = _fit(OPTIMIZERS[name](0.1, 0.7), new_data, name=name)
+    np.testing.assert_array_equal(second.params, fresh.params)
+    np.testing.assert_array_equal(second.epoch_loss, fresh.epoch_loss)
+
+
+def test_a_changed_structure_compiles_again(data, compilations):
+    events = compilations
+    rproxjax._compile.clear_cache()
+    _fit(OPTIMIZERS["r_prox_sgd"](0.3, 0.5), data)
+    events.clear()
+    _fit(rproxjax.r_prox_sgd(0.5, 0.2, rproxjax.l1(0.3), retraction="qr"), data)
+    assert len(events) > 0  # another retraction is another program
+
+
+def test_step_info_and_needs_are_found_through_chains():
+    opt = optax.chain(optax.clip_by_global_norm(1.0),
+                      rproxjax.r_prox_spb(0.1, 0.1, rproxjax.l1(0.1), q=5))
+    state = opt.init(X0)
+    info = rproxjax.step_info(state)
+    assert isinstance(info, rproxjax.StepInfo)
+    assert optax.tree_utils.tree_get(state, "info") is info
+    needs = rproxjax._contract.find_needs(jax.eval_shape(opt.init, X0))
+    assert needs == rproxjax.Needs(refresh_every=5, grad_fn=True)
+    assert rproxjax._contract.find_needs(rproxjax.manpg(0.1, None, tol=1e-6).init(X0)) == \
+        rproxjax.Needs(value_fn=True, full_batch=True)
+    assert rproxjax.step_info(optax.sgd(0.1).init(X0)) is None
+    with pytest.raises(ValueError, match="different refresh periods"):
+        rproxjax._contract.find_needs(
+            optax.chain(rproxjax.sarah_estimator(3), rproxjax.svrg_estimator(4)).init(X0))
+
+
+def test_transforms_compose_into_the_named_optimizers(data):
+    """r_prox_spb is chain(sarah_estimator, proximal_step, retract): built by hand, same run."""
+    reg = rproxjax.l1(0.2)
+    ssn = rproxjax.SSN(rtol=rproxjax.SSN_RTOL, method="adaptive")
+    by_hand = optax.chain(rproxjax.sarah_estimator(4), rproxjax.proximal_step(0.2, reg, ssn=ssn),
+                          rproxjax.retract(0.5))
+    a = _fit(by_hand, data)
+    b = _fit(rproxjax.r_prox_spb(0.5, 0.2, reg, q=4), data)
+    np.testing.assert_array_equal(a.params, b.params)
+    np.testing.assert_array_equal(a.epoch_loss, b.epoch_loss)
+
+
+def test_full_batch_method_refuses_minibatches(data):
+    with pytest.raises(ValueError, match="full-batch method"):
+        rproxjax.fit(rproxjax.manpg(0.1, rproxjax.l1(0.1), tol=1e-6), problems.spca_loss, X0,
+                     data, key=jax.random.key(0), batch_size=20, num_epochs=1)
+
+
+def test_blocks_are_typed_pytrees():
+    blocks = {"u": rproxjax.Grassmann(), "x": rproxjax.Stiefel(rproxjax.l1(0.2)),
+              "s": rproxjax.Euclidean(rproxjax.l1(0.1), step_scale=2.0)}
+    leaves = jax.tree.leaves(blocks, is_leaf=rproxjax._blocks.is_block)
+    assert {type(b).__name__ for b in leaves} == {"Grassmann", "Stiefel", "Euclidean"}
+    assert all(isinstance(b, rproxjax.Block) for b in leaves)
+    # Regularizer strengths and step scales are children: traced and vmapped, not static.
+    doubled = jax.tree.map(lambda a: 2 * a, blocks)
+    assert float(doubled["x"].reg.mu) == pytest.approx(0.4)
+    assert float(doubled["s"].step_scale) == 4.0
+    assert doubled["u"].retraction == "polar"
+    x = stiefel.random_point(jax.random.key(3), 6, 2)
+    v = jax.random.normal(jax.random.key(4), (6, 2))
+    for block in (rproxjax.Stiefel(), rproxjax.Grassmann()):
+        z = block.project(x, v)
+        np.testing.assert_allclose(x.T @ z + z.T @ x, 0.0, atol=1e-12)
+        assert float(block.feasibility(block.retract(x, z))) < 1e-12
+    np.testing.assert_array_equal(rproxjax.Euclidean().project(x, v), v)
