@@ -87,8 +87,17 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import optax  # noqa: E402
+from optax.tree_utils import tree_get  # noqa: E402
 
 import rproxjax  # noqa: E402
+
+
+def _prox_count(state):
+    """The proximal step's own step count (a chain holds several counts)."""
+    steps = [n for n in jax.tree.leaves(state, is_leaf=lambda n: isinstance(
+        n, rproxjax.ProximalStepState)) if isinstance(n, rproxjax.ProximalStepState)]
+    return int(steps[0].count)
+
 
 ROOT = Path(__file__).resolve().parents[1]
 METHODS = ("R-ProxSGD", "R-ProxSPB")
@@ -222,7 +231,8 @@ def build_steps(args):
         g = minibatch_grad(x, zb)
         if method == "R-ProxSGD":
             return g
-        return g - project(x, minibatch_grad(state.prev_params, zb) - state.v)
+        return g - project(x, minibatch_grad(tree_get(state, "prev_params"), zb)
+                          - tree_get(state, "v"))
 
     @jax.jit
     def check(x, g, lam, mu, eta, updates):
@@ -249,7 +259,7 @@ def run_config(r, mu, method, eta0, data, chunks, fns, args):
     prev = None  # (X, V) of the previous step's subproblem
     captured, worst = [], 0.0
     for k in range(args.iterations):
-        assert int(state.count) == k
+        assert _prox_count(state) == k
         refresh = method == "R-ProxSPB" and k % args.q == 0
         if refresh:
             g = full_grad(x, chunks, n)
@@ -259,7 +269,7 @@ def run_config(r, mu, method, eta0, data, chunks, fns, args):
             zb = jnp.asarray(data[np.sort(rng.choice(n, args.batch_size, replace=False))])
             v = estimate(x, state, zb, method)
             if k in steps:  # the subproblem, before the optimizer solves it
-                lam = state.ssn.lam
+                lam = rproxjax.step_info(state).ssn.lam
                 x_prev, g_prev = prev
                 inst = {
                     "x": np.asarray(x), "g": np.asarray(v), "lam": np.asarray(lam),
@@ -267,10 +277,10 @@ def run_config(r, mu, method, eta0, data, chunks, fns, args):
                 }
             x_new, state_new, updates = minibatch_step(x, state, zb, mu_a, eta_a, method)
             if method == "R-ProxSPB":  # the optimizer's own V_t
-                v_err = float(jnp.max(jnp.abs(state_new.v - v)))
+                v_err = float(jnp.max(jnp.abs(tree_get(state_new, "v") - v)))
                 assert v_err < args.check_tol, (r, mu, method, k, "state.v", v_err)
-                v = state_new.v
-        if bool(state_new.halted):
+                v = tree_get(state_new, "v")
+        if bool(rproxjax.step_info(state_new).halted):
             raise RuntimeError(f"optimizer halted: r={r} mu={mu} {method} step {k}")
         if k in steps:
             eta_t = eta0 / np.sqrt(k + 1) if method == "R-ProxSGD" else eta0
@@ -282,8 +292,8 @@ def run_config(r, mu, method, eta0, data, chunks, fns, args):
                     f"recomputed subproblem does not reproduce the optimizer's step: r={r} "
                     f"mu={mu} {method} step {k}: max |diff| = {err:.2e}")
             inst.update(mu=mu, method=METHODS.index(method), step=k, eta=eta_t, eta0=eta0,
-                        t=args.gamma, ssn_steps=int(state_new.ssn.num_steps),
-                        ssn_res=float(state_new.ssn.residual))
+                        t=args.gamma, ssn_steps=int(rproxjax.step_info(state_new).ssn.num_steps),
+                        ssn_res=float(rproxjax.step_info(state_new).ssn.residual))
             captured.append(inst)
         prev = (x, v)
         x, state = x_new, state_new

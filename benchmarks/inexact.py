@@ -28,7 +28,7 @@ mu ||X||_1 over all n = 20,000 samples.
   ``key(1000 + s)``. The same seed draws the same minibatches at every rtol,
   so rtols are also compared seed by seed (the "paired" column).
 
-Each (method, mu, rtol) is one ``jax.jit(jax.vmap(fit))`` over the 3 seeds
+Each (method, mu, rtol) is one ``jax.jit(jax.vmap(pure_fit))`` over the 3 seeds
 (compiled once per method: mu and rtol are traced). Under vmap a Newton loop
 runs until its slowest seed stops, so the wall time of a row is that of the
 slowest seed per step (per-seed Newton step counts are exact).
@@ -84,14 +84,15 @@ def make_program(method, num_steps, points):
             opt = rproxjax.r_prox_sgd(rproxjax.inverse_sqrt_schedule(1.0), GAMMA, reg,
                                       ssn_rtol=rtol)
             spe = num_steps // (points - 1)
-            res = rproxjax.fit(opt, problems.spca_loss, x0, data, key=key, batch_size=BATCH,
-                               num_epochs=points - 1, steps_per_epoch=spe, reg=reg)
+            res = rproxjax.pure_fit(opt, problems.spca_loss, x0, data, key=key,
+                                    batch_size=BATCH, num_epochs=points - 1,
+                                    steps_per_epoch=spe)
             curve, ifo = res.epoch_loss, res.epoch_ifo
         else:
             opt = rproxjax.r_prox_spb(1.0, GAMMA, reg, q=Q, ssn_rtol=rtol)
-            res = rproxjax.fit(opt, problems.spca_loss, x0, data, key=key, batch_size=BATCH,
-                               num_epochs=num_steps // Q, steps_per_epoch=Q, reg=reg,
-                               record_loss=True)
+            res = rproxjax.pure_fit(opt, problems.spca_loss, x0, data, key=key,
+                                    batch_size=BATCH, num_epochs=num_steps // Q,
+                                    steps_per_epoch=Q, record_loss=True)
             every = num_steps // (points - 1)
             idx = jnp.arange(every - 1, num_steps, every)
             curve = jnp.concatenate([res.epoch_loss[:1], res.history.loss[idx]])

@@ -49,7 +49,7 @@ scan, averaged over the timed steps.
 
 Part (b), the sweep: ``run(mu, key, data)`` builds the optimizer inside and
 calls ``rproxjax.fit(opt, spca_loss, X0, data, key=key, batch_size=100,
-num_epochs=1, steps_per_epoch=200, reg=l1(mu))`` (R-ProxSPB: q = 100, so two
+num_epochs=1, steps_per_epoch=200)`` (R-ProxSPB: q = 100, so two
 blocks of a full-gradient refresh and 99 SARAH steps), returning the final
 params, optimizer state and per-step Newton steps (``history.ssn_steps``).
 The data set is an argument (``in_axes=None`` under vmap) rather than a
@@ -158,8 +158,8 @@ def newton_steps(state):
 def run(method, mu, key, data, x0):
     """One whole ``fit`` run of WARMUP_STEPS steps (the sweep's unit and the warm-up)."""
     opt = make_opt(method, mu)
-    res = rproxjax.fit(opt, spca_loss, x0, data, key=key, batch_size=B, num_epochs=1,
-                       steps_per_epoch=WARMUP_STEPS, reg=rproxjax.l1(mu))
+    res = rproxjax.pure_fit(opt, spca_loss, x0, data, key=key, batch_size=B, num_epochs=1,
+                            steps_per_epoch=WARMUP_STEPS)
     return res.params, res.opt_state, res.history.ssn_steps
 
 

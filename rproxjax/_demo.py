@@ -52,7 +52,7 @@ def run(n=20000, r=10, mu=0.2, budget=4.0, q=100, batch_size=100, seed=0, out_di
         epochs = max(1, int(budget * n // epoch_ifo))
         start = time.perf_counter()
         res = rproxjax.fit(opt, problems.spca_loss, x0, data, key=jax.random.key(seed + 1),
-                           batch_size=batch_size, num_epochs=epochs, reg=reg)
+                           batch_size=batch_size, num_epochs=epochs)
         wall = time.perf_counter() - start
         x = res.params
         results[name] = {

@@ -40,7 +40,8 @@ def test_sparse_pca_configuration_end_to_end(name, tiny_results):
     _check_file(result, tiny_results)
     cfg, units = result["config"], result["units"]
     n = units["setup"]["n"]
-    for method in ("R-ProxSPB", "R-ProxSGD", "R-Subgrad"):
+    stochastic = ("R-ProxSPB", "R-ProxSGD", "R-Subgrad", "R-ProxSVRG", "R-ProxSARAH")
+    for method in stochastic:
         grid = units[f"grid/{method}"]
         loss = np.asarray(grid["loss"], float)
         assert loss.shape == (len(cfg["mus"]), len(cfg["etas"]))
@@ -49,10 +50,10 @@ def test_sparse_pca_configuration_end_to_end(name, tiny_results):
             # the chosen step is the grid's best by its loss
             assert run["eta"] == cfg["etas"][int(np.argmin(loss[i]))]
     # every method's grid search had the same budget (one R-ProxSPB block here)
-    grid_ifo = {units[f"grid/{m}"]["ifo_over_n"] for m in ("R-ProxSPB", "R-ProxSGD", "R-Subgrad")}
+    grid_ifo = {units[f"grid/{m}"]["ifo_over_n"] for m in stochastic}
     assert len(grid_ifo) == 1 and grid_ifo.pop() >= cfg["grid_budget"]
     for mu in cfg["mus"]:
-        for method in ("R-ProxSPB", "R-ProxSGD", "R-Subgrad", "ManPG"):
+        for method in stochastic + ("ManPG",):
             run = units[f"run/{method}/mu={mu}"]
             assert run["feasibility"] < 1e-10 and not run["halted"]
             ifo = np.asarray(run["ifo_over_n"])
@@ -61,14 +62,19 @@ def test_sparse_pca_configuration_end_to_end(name, tiny_results):
             assert np.isfinite(run["stationarity"]) and run["stationarity"] >= 0
         # ManPG spends n sample gradients per iteration.
         np.testing.assert_allclose(np.diff(units[f"run/ManPG/mu={mu}"]["ifo_over_n"]), 1.0)
-        # R-ProxSPB: at a refresh |S1| = n, so V_t is the full gradient (zero variance).
-        spb = units[f"variance/R-ProxSPB/mu={mu}"]
-        var, refresh = np.asarray(spb["variance"], float), np.asarray(spb["refresh"])
-        assert var.shape == (cfg["variance_steps"],) and refresh[0]
-        assert np.all(var[refresh] < 1e-20) and np.all(var[~refresh] > 0)
+        # The estimators: at a refresh |S1| = n, so V_t is the full gradient (zero variance);
+        # R-ProxSVRG and R-ProxSARAH refresh on the same blocks as R-ProxSPB (m = q), and
+        # their IFOs are counted alike (n per refresh, 2 |S2| per step).
+        for method in ("R-ProxSPB", "R-ProxSVRG", "R-ProxSARAH"):
+            est = units[f"variance/{method}/mu={mu}"]
+            var, refresh = np.asarray(est["variance"], float), np.asarray(est["refresh"])
+            assert var.shape == (cfg["variance_steps"],) and refresh[0]
+            assert np.all(var[refresh] < 1e-20) and np.all(var[~refresh] > 0)
+            np.testing.assert_array_equal(units[f"run/{method}/mu={mu}"]["ifo_over_n"],
+                                          units[f"run/R-ProxSPB/mu={mu}"]["ifo_over_n"])
         sgd = np.asarray(units[f"variance/R-ProxSGD/mu={mu}"]["variance"], float)
         assert np.all(sgd > 0)
-    assert len(result["summary"]["table"]) == 4 * len(cfg["mus"])
+    assert len(result["summary"]["table"]) == 6 * len(cfg["mus"])
     assert n == 400
 
 

@@ -187,10 +187,10 @@ def test_nonfinite_gradient_halts_without_corrupting_x():
         state = opt.init(x)
         bad = (-2 * a @ x).at[0, 0].set(jnp.nan)
         updates, state = opt.update(bad, state, x, refresh=True)
-        assert bool(state.halted)
+        assert bool(rproxjax.step_info(state).halted)
         np.testing.assert_array_equal(updates, 0.0)
         updates, state = opt.update(-2 * a @ x, state, x, refresh=True)
-        assert bool(state.halted)  # sticky: updates stop
+        assert bool(rproxjax.step_info(state).halted)  # sticky: updates stop
         np.testing.assert_array_equal(updates, 0.0)
 
 
@@ -204,11 +204,11 @@ def test_spb_sarah_estimator_matches_formula():
     opt = rproxjax.r_prox_spb(0.3, 0.2, None, q=3)
     state = opt.init(x0)
     u, state = opt.update(grad_s1(x0), state, x0)  # count 0: refresh
-    np.testing.assert_allclose(state.v, grad_s1(x0))
+    np.testing.assert_allclose(optax.tree_utils.tree_get(state, "v"), grad_s1(x0))
     x1 = optax.apply_updates(x0, u)
     u, state = opt.update(grad_s2(x1), state, x1, grad_fn=grad_s2)
     expected = grad_s2(x1) - stiefel.project(x1, grad_s2(x0) - grad_s1(x0))
-    np.testing.assert_allclose(state.v, expected, atol=1e-13)
+    np.testing.assert_allclose(optax.tree_utils.tree_get(state, "v"), expected, atol=1e-13)
     # h = 0: the step is the Riemannian gradient step with the estimator.
     x2 = optax.apply_updates(x1, u)
     np.testing.assert_allclose(
@@ -239,12 +239,18 @@ def test_bad_inputs_raise_clear_errors():
     with pytest.raises(ValueError, match="params must be an array, got dict"):
         opt.init({"a": x})
     with pytest.raises(ValueError, match="does not match the structure"):
-        rproxjax.r_prox_sgd(0.1, 0.1, {"a": rproxjax.Stiefel()}).init({"b": x})
+        rproxjax.r_prox_sgd(0.1, 0.1, blocks={"a": rproxjax.Stiefel()}).init({"b": x})
+    with pytest.raises(ValueError, match="goes through blocks="):
+        rproxjax.r_prox_sgd(0.1, 0.1, {"a": rproxjax.Stiefel()})
+    with pytest.raises(ValueError, match="not both"):
+        rproxjax.r_prox_sgd(0.1, 0.1, rproxjax.l1(0.1), blocks=rproxjax.Stiefel())
     with pytest.raises(ValueError, match="d x r matrix"):
         opt.init(x[0])
-    with pytest.raises(ValueError, match="Grassmann block is not supported"):
-        rproxjax.Block("grassmann", rproxjax.l1(0.1))
-    with pytest.raises(ValueError, match="reg must be None, a regularizer"):
+    with pytest.raises(ValueError, match="Grassmann block has no regularizer"):
+        rproxjax.Grassmann(rproxjax.l1(0.1))
+    with pytest.raises(ValueError, match="must be a regularizer"):
+        rproxjax.Stiefel("l1")
+    with pytest.raises(ValueError, match="reg must be None or a regularizer"):
         rproxjax.r_prox_sgd(0.1, 0.1, {"a": 1.0})
 
 
@@ -267,7 +273,7 @@ def test_mixed_geometry_blocks_in_chain_jit_and_vmap():
         blocks = {"u": rproxjax.Grassmann(), "x": rproxjax.Stiefel(rproxjax.l1(mu)),
                   "s": rproxjax.Euclidean(rproxjax.l1(mu))}
         return optax.chain(optax.clip_by_global_norm(100.0),
-                           rproxjax.r_prox_sgd(0.5, 0.2, blocks))
+                           rproxjax.r_prox_sgd(0.5, 0.2, blocks=blocks))
 
     @jax.jit
     def run(mu):
@@ -312,7 +318,7 @@ def test_default_inexact_subproblems_leave_the_loss_unchanged(method):
         else:
             opt = rproxjax.r_prox_spb(0.5, 0.1, reg, q=20, **ssn)
         return rproxjax.fit(opt, problems.spca_loss, x0, data, key=jax.random.key(1),
-                            batch_size=20, num_epochs=2, steps_per_epoch=60, reg=reg)
+                            batch_size=20, num_epochs=2, steps_per_epoch=60)
 
     default = run()
     exact = run(ssn_rtol=0.0, ssn_method="secant")

@@ -208,16 +208,17 @@ def _sweep(method, m, n, nnz):
         blocks = {"U": rproxjax.Grassmann(),
                   "S": rproxjax.Euclidean(rproxjax.l1(GAMMA), step_scale=step_scale * nnz)}
         if method == "spb":
-            opt, epochs = rproxjax.r_prox_spb(eta, 1.0 / nnz, blocks, q=5), 1
+            opt, epochs = rproxjax.r_prox_spb(eta, 1.0 / nnz, blocks=blocks, q=5), 1
         elif method == "sgd":
-            opt = rproxjax.r_prox_sgd(rproxjax.inverse_sqrt_schedule(eta), 1.0 / nnz, blocks)
+            opt = rproxjax.r_prox_sgd(rproxjax.inverse_sqrt_schedule(eta), 1.0 / nnz, blocks=blocks)
             epochs = 4
         else:
-            opt, epochs = rproxjax.r_subgrad(rproxjax.inverse_sqrt_schedule(eta / nnz), blocks), 4
+            opt = rproxjax.r_subgrad(rproxjax.inverse_sqrt_schedule(eta / nnz), blocks=blocks)
+            epochs = 4
         params = {"U": u0, "S": jnp.zeros(nnz, u0.dtype)}
-        res = rproxjax.fit(opt, lambda p, b: problems.rmc_batch_loss(p, b, prob), params,
-                           jnp.arange(nnz), key=key, batch_size=batch, num_epochs=epochs,
-                           batched_loss=True, chunk_size=nnz)
+        res = rproxjax.pure_fit(opt, lambda p, b: problems.rmc_batch_loss(p, b, prob), params,
+                                jnp.arange(nnz), key=key, batch_size=batch, num_epochs=epochs,
+                                batched_loss=True, chunk_size=nnz)
         low_rank = res.params["U"] @ problems.rmc_v(res.params["U"], res.params["S"], prob)
         start = {"U": u0, "S": jnp.zeros(nnz, u0.dtype)}
         return (res.params, res.epoch_ifo[-1], problems.rmc_objective(res.params, prob, GAMMA),
@@ -300,7 +301,7 @@ def _full_batch_run(prob, u0, gamma, steps):
     nnz = int(prob.values.shape[0])
     blocks = {"U": rproxjax.Grassmann(),
               "S": rproxjax.Euclidean(rproxjax.l1(gamma), step_scale=nnz)}
-    return rproxjax.fit(rproxjax.r_prox_sgd(1.0, 1.0 / nnz, blocks),
+    return rproxjax.fit(rproxjax.r_prox_sgd(1.0, 1.0 / nnz, blocks=blocks),
                         lambda p, b: problems.rmc_batch_loss(p, b, prob),
                         {"U": u0, "S": jnp.zeros(nnz)}, jnp.arange(nnz),
                         key=jax.random.key(0), batch_size=nnz, num_epochs=2,

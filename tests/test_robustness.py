@@ -26,7 +26,7 @@ def _long_run(steps, method):
         return jax.lax.scan(body, (x, opt.init(x)), noise)[0]
 
     x, state = run(x0)
-    return float(stiefel.feasibility(x)), bool(state.halted)
+    return float(stiefel.feasibility(x)), bool(rproxjax.step_info(state).halted)
 
 
 @pytest.mark.parametrize("method", ["polar", "qr"])

@@ -178,7 +178,7 @@ def degenerate_subproblem():
                        batch_size=100, num_epochs=1, steps_per_epoch=200)
     batch = data[jax.random.permutation(jax.random.key(7), 10000)[:100]]
     g = jnp.mean(jax.vmap(jax.grad(problems.spca_loss), (None, 0))(res.params, batch), 0)
-    return res.params, g, res.opt_state.ssn.lam
+    return res.params, g, rproxjax.step_info(res.opt_state).ssn.lam
 
 
 @pytest.mark.parametrize("linear_solver", ["dense", "cg"])

@@ -13,8 +13,8 @@ def _run(mu, key):
     data = jax.random.normal(jax.random.key(5), (200, 12))
     x0 = stiefel.random_point(jax.random.key(6), 12, 3)
     opt = rproxjax.r_prox_sgd(0.5, 0.1, rproxjax.l1(mu))
-    res = rproxjax.fit(opt, problems.spca_loss, x0, data, key=key, batch_size=20, num_epochs=1,
-                       reg=rproxjax.l1(mu))
+    res = rproxjax.pure_fit(opt, problems.spca_loss, x0, data, key=key, batch_size=20,
+                            num_epochs=1)
     return res.params, res.history.ssn_steps
 
 

@@ -7,7 +7,8 @@ import pathlib
 import numpy as np
 
 COLORS = {"R-ProxSPB": "C0", "R-ProxSGD": "C1", "R-Subgrad": "C2", "ManPG": "C3",
-          "SPAMS": "C4", "MiniBatchSparsePCA": "C5"}
+          "SPAMS": "C4", "MiniBatchSparsePCA": "C5", "R-ProxSVRG": "C6", "R-ProxSARAH": "C7"}
+SPCA_METHODS = ("R-ProxSPB", "R-ProxSGD", "R-ProxSVRG", "R-ProxSARAH", "R-Subgrad", "ManPG")
 STAND_INS = {
     "mnist": "MNIST",
     "fashion_mnist": "Fashion-MNIST (stand-in for the paper's COIL-100)",
@@ -55,7 +56,9 @@ def spca_figures(result: dict) -> dict:
     n = units["setup"]["n"]
     fig, axes = plt.subplots(len(mus), 3, figsize=(13, 3.4 * len(mus)), squeeze=False)
     for row, mu in zip(axes, mus, strict=True):
-        for method in ("R-ProxSPB", "R-ProxSGD", "R-Subgrad", "ManPG"):
+        for method in SPCA_METHODS:
+            if f"run/{method}/mu={mu}" not in units:  # results made before the method existed
+                continue
             run = units[f"run/{method}/mu={mu}"]
             label = method if run["eta"] is None else f"{method} (eta={run['eta']:g})"
             kw = dict(color=COLORS[method], label=label, marker="." if method != "ManPG" else "o",

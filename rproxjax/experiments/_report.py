@@ -51,11 +51,14 @@ def _spca(result) -> list[str]:
                      f"{float(row['stationarity']):.3g} | {float(run['mean_ssn_steps']):.1f} |")
     lines += ["", "Table best_eta (chosen here; the paper's value in parentheses, for its own "
               "data scaling" + (" and COIL-100" if cfg["dataset"] == "fashion_mnist" else "")
-              + "):", "", "| mu | R-Subgrad | R-ProxSGD | R-ProxSPB |", "|---|---|---|---|"]
+              + "):", ""]
     best = result["summary"]["best_eta"]
+    methods = [m for m in ("R-Subgrad", "R-ProxSGD", "R-ProxSPB", "R-ProxSVRG", "R-ProxSARAH")
+               if f"{m}/mu={cfg['mus'][0]}" in best]
+    lines += ["| mu | " + " | ".join(methods) + " |", "|---" * (len(methods) + 1) + "|"]
     for mu in cfg["mus"]:
         cells = []
-        for m in ("R-Subgrad", "R-ProxSGD", "R-ProxSPB"):
+        for m in methods:
             entry = best[f"{m}/mu={mu}"]
             paper = "" if entry["paper"] is None else f" ({entry['paper']:g})"
             cells.append(f"{float(entry['chosen']):g}{paper}")

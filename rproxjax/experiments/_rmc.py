@@ -75,7 +75,7 @@ def method_setup(method, eta, step_scale, nnz, cfg):
     if method == "R-ProxSPB":
         block = nnz + 2 * (cfg.q - 1) * batch
         num_blocks = max(1, int(cfg.budget * nnz // block))
-        opt = rproxjax.r_prox_spb(eta, 1.0 / nnz, blocks, q=cfg.q)
+        opt = rproxjax.r_prox_spb(eta, 1.0 / nnz, blocks=blocks, q=cfg.q)
         # All blocks in one epoch: like the other methods' pass-long epochs, its minibatches
         # are then disjoint (one permutation). One epoch per block draws them independently
         # per block, which on this problem gave a much worse F (45 against 31 on a crop).
@@ -83,21 +83,22 @@ def method_setup(method, eta, step_scale, nnz, cfg):
     else:
         epochs = max(1, int(round(cfg.budget)))
         if method == "R-ProxSGD":
-            opt = rproxjax.r_prox_sgd(rproxjax.inverse_sqrt_schedule(eta), 1.0 / nnz, blocks)
+            opt = rproxjax.r_prox_sgd(rproxjax.inverse_sqrt_schedule(eta), 1.0 / nnz, blocks=blocks)
         elif method == "R-Subgrad":
-            opt = rproxjax.r_subgrad(rproxjax.inverse_sqrt_schedule(eta / nnz), blocks)
+            opt = rproxjax.r_subgrad(rproxjax.inverse_sqrt_schedule(eta / nnz), blocks=blocks)
         else:
             raise ValueError(f"unknown method {method!r}; choose from {METHODS}.")
         kw = dict(num_epochs=epochs, steps_per_epoch=steps)
     return opt, dict(batch_size=batch, batched_loss=True, chunk_size=nnz, **kw)
 
 
-def _fit(method, eta, step_scale, prob, u0, key, cfg):
+def _fit(method, eta, step_scale, prob, u0, key, cfg, driver=rproxjax.fit):
+    """One run: by ``rproxjax.fit`` (timed, on the host) or ``rproxjax.pure_fit`` (traced)."""
     nnz = prob.values.shape[0]
     opt, kw = method_setup(method, eta, step_scale, nnz, cfg)
     params = {"U": u0, "S": jnp.zeros(nnz, u0.dtype)}
-    return rproxjax.fit(opt, lambda p, b: problems.rmc_batch_loss(p, b, prob), params,
-                        jnp.arange(nnz), key=key, **kw)
+    return driver(opt, lambda p, b: problems.rmc_batch_loss(p, b, prob), params,
+                  jnp.arange(nnz), key=key, **kw)
 
 
 def reference(prob, u0, cfg):
@@ -107,7 +108,7 @@ def reference(prob, u0, cfg):
     nnz = prob.values.shape[0]
     blocks = {"U": rproxjax.Grassmann(),
               "S": rproxjax.Euclidean(rproxjax.l1(cfg.reg_weight), step_scale=nnz)}
-    opt = rproxjax.r_prox_sgd(1.0, 1.0 / nnz, blocks)
+    opt = rproxjax.r_prox_sgd(1.0, 1.0 / nnz, blocks=blocks)
     params = {"U": u0, "S": jnp.zeros(nnz, u0.dtype)}
     res = rproxjax.fit(opt, lambda p, b: problems.rmc_batch_loss(p, b, prob), params,
                        jnp.arange(nnz), key=jax.random.key(0), batch_size=nnz, num_epochs=2,
@@ -124,7 +125,7 @@ def grid_program(method, m, n, cfg):
 
     def one(eta, scale, rows, cols, values, lam, u0, key):
         prob = problems.RMCProblem(rows, cols, values, lam, m, n)
-        res = _fit(method, eta, scale, prob, u0, key, cfg)
+        res = _fit(method, eta, scale, prob, u0, key, cfg, rproxjax.pure_fit)
         return problems.rmc_objective(res.params, prob, cfg.reg_weight), res.params
 
     return jax.jit(jax.vmap(one, in_axes=(0, 0) + (None,) * 6))

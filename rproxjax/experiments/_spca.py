@@ -11,7 +11,7 @@ Protocol (the paper's section "Online Sparse PCA Problem"; differences are state
 * Step sizes: each stochastic method's eta (eta0) is chosen from the grid by the loss F after
   the same number of IFOs (``grid_budget`` IFO/n or one R-ProxSPB block, whichever is more);
   the grid over (mu, eta) runs as one compiled program per method
-  (``jax.jit(jax.vmap(...))`` of :func:`rproxjax.fit`). This is cheaper than the paper's
+  (``jax.jit(jax.vmap(...))`` of :func:`rproxjax.pure_fit`). This is cheaper than the paper's
   selection on whole runs (not stated there) and is said so in every summary.
 * Reported runs: ``budget`` IFO/n with the chosen step; curves of F against IFO/n and against
   wall time (compiled runs; times exclude compilation and the evaluations of F at the curve
@@ -38,7 +38,10 @@ from rproxjax import datasets, problems
 from rproxjax._linalg import mm
 from rproxjax.experiments._store import Store, check_dtype, say
 
-METHODS = ("R-ProxSPB", "R-ProxSGD", "R-Subgrad", "ManPG")
+#: The paper's methods, then R-ProxSVRG and R-ProxSARAH (the cells its Table 1 leaves empty;
+#: results files made before they existed hold the paper's four, and summarize what they hold).
+METHODS = ("R-ProxSPB", "R-ProxSGD", "R-Subgrad", "ManPG", "R-ProxSVRG", "R-ProxSARAH")
+BLOCK_METHODS = ("R-ProxSPB", "R-ProxSVRG", "R-ProxSARAH")  # a refresh every q steps
 MANPG_TOL = 1e-12  # its stopping test ||zeta||^2 / t^2 < tol: never met within the budgets
 # The paper's Table best_eta (MATLAB, its own data scaling; "coil" = COIL-100).
 PAPER_BEST_ETA = {
@@ -47,7 +50,7 @@ PAPER_BEST_ETA = {
     "fashion_mnist": {0.2: {"R-Subgrad": 0.005, "R-ProxSGD": 0.01, "R-ProxSPB": 0.005},
                       0.4: {"R-Subgrad": 0.01, "R-ProxSGD": 0.01, "R-ProxSPB": 0.005}},
 }
-STOCHASTIC = METHODS[:3]
+STOCHASTIC = tuple(m for m in METHODS if m != "ManPG")
 
 
 def load_data(dataset: str, n, seed: int, dtype) -> np.ndarray:
@@ -68,6 +71,12 @@ def optimizer(method: str, eta, mu, cfg, *, lipschitz=None):
                                    ssn_tol=cfg.ssn_tol, linear_solver=cfg.linear_solver)
     if method == "R-Subgrad":
         return rproxjax.r_subgrad(rproxjax.inverse_sqrt_schedule(eta), reg)
+    if method == "R-ProxSVRG":  # snapshot period m = q: the same blocks as R-ProxSPB
+        return rproxjax.r_prox_svrg(eta, cfg.gamma, reg, m=cfg.q, ssn_tol=cfg.ssn_tol,
+                                    linear_solver=cfg.linear_solver)
+    if method == "R-ProxSARAH":  # ProxSARAH's rule: proximal step 2 gamma, averaging weight
+        return rproxjax.r_prox_sarah(2 * cfg.gamma, jnp.minimum(eta, 1.0), reg, q=cfg.q,
+                                     ssn_tol=cfg.ssn_tol, linear_solver=cfg.linear_solver)
     if method == "ManPG":
         return rproxjax.manpg(1.0 / lipschitz, reg, tol=MANPG_TOL,
                               linear_solver=cfg.linear_solver)
@@ -77,7 +86,7 @@ def optimizer(method: str, eta, mu, cfg, *, lipschitz=None):
 def schedule(method: str, budget: float, n: int, cfg) -> dict:
     """Steps per curve point and number of points for ``budget`` IFO/n."""
     b = cfg.batch_size
-    if method == "R-ProxSPB":
+    if method in BLOCK_METHODS:
         block_ifo = n + 2 * (cfg.q - 1) * b
         epochs = max(1, round(budget * n / block_ifo))
         return {"batch_size": b, "steps_per_epoch": cfg.q, "num_epochs": epochs}
@@ -101,15 +110,16 @@ def _grid_search(method, cfg, x0, data, mus):
     budget = grid_ifo(n, cfg)
     sched = schedule(method, budget, n, cfg)
     # One epoch holding the whole grid budget: the grid needs only the end point.
-    if method == "R-ProxSPB":
+    if method in BLOCK_METHODS:
         steps = sched["steps_per_epoch"] * sched["num_epochs"]
     else:
         steps = math.ceil(budget * n / cfg.batch_size - 1e-9)
 
     def one(eta, mu, x0, data):
-        res = rproxjax.fit(optimizer(method, eta, mu, cfg), problems.spca_loss, x0, data,
-                           key=jax.random.key(cfg.seed + 1), batch_size=sched["batch_size"],
-                           num_epochs=1, steps_per_epoch=steps)
+        res = rproxjax.pure_fit(optimizer(method, eta, mu, cfg), problems.spca_loss, x0, data,
+                                key=jax.random.key(cfg.seed + 1),
+                                batch_size=sched["batch_size"], num_epochs=1,
+                                steps_per_epoch=steps)
         return res.epoch_loss[-1], problems.nonzeros(res.params), res.epoch_ifo[-1]
 
     program = jax.jit(jax.vmap(jax.vmap(one, (0, None, None, None)), (None, 0, None, None)))
@@ -212,9 +222,10 @@ def summarize(data: dict) -> dict:
     cfg, units = data["config"], data["units"]
     d, r = units["setup"]["d"], cfg["r"]
     claims, table, best_eta = [], [], {}
+    methods = [m for m in METHODS if f"run/{m}/mu={cfg['mus'][0]}" in units]
     for mu in cfg["mus"]:
-        runs = {m: units[f"run/{m}/mu={mu}"] for m in METHODS}
-        for m in METHODS:
+        runs = {m: units[f"run/{m}/mu={mu}"] for m in methods}
+        for m in methods:
             rr = runs[m]
             table.append({"mu": mu, "method": m, "eta": rr["eta"], "loss": rr["final_loss"],
                           "ifo_over_n": rr["ifo_over_n"][-1], "time": rr["time"][-1],
@@ -252,7 +263,7 @@ def summarize(data: dict) -> dict:
             f"{sub['nonzeros']} of {d * r} entries above 1e-3 (R-ProxSPB: "
             f"{spb_run['nonzeros']}){zeros}"))
         var = {m: np.asarray(units[f"variance/{m}/mu={mu}"]["variance"], float)
-               for m in STOCHASTIC}
+               for m in STOCHASTIC if m in methods}
         spb = var["R-ProxSPB"]
         sarah = ~np.asarray(units[f"variance/R-ProxSPB/mu={mu}"]["refresh"], bool)
         half = len(spb) // 2
