@@ -1,7 +1,8 @@
 """Benchmark: one iteration of each solver on online sparse PCA at the paper's size.
 
-Run from the repository root (about 8-10 minutes on a busy 2-core CPU; see the
-README for measured times)::
+Run from the repository root (about 5 minutes on a busy 2-core CPU, 284 s measured;
+``--dtypes float64 --repeats 2 --no-sweep --no-profile``: about 75 s, mostly
+compiling)::
 
     python benchmarks/solvers.py                  # tables + sweep + profile, saved
     python benchmarks/solvers.py --no-profile --no-save
