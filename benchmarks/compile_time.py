@@ -1,0 +1,140 @@
+"""Benchmark: where the demonstration's wall time goes (compilation against running).
+
+Run from the repository root (about 1-2 minutes on 2 CPU cores)::
+
+    python benchmarks/compile_time.py            # tables, saved to benchmarks/results/
+    python benchmarks/compile_time.py --no-save
+
+Two scenarios, in one process each (``--scenario``; the default runs both in
+fresh subprocesses, so that neither sees the other's compilations):
+
+* ``demo``: ``rproxjax._demo.run(plot=False)``, the main demonstration
+  (``python -m rproxjax``) without its figures: R-ProxSPB, R-ProxSGD and
+  R-Subgrad on 20,000 MNIST digits at 4 IFO/n.
+* ``loop``: the loop a user writes, ``rproxjax.fit`` of R-ProxSGD (r = 10, |S| = 100,
+  1 epoch over 5,000 MNIST digits) for mu in (0.1, 0.2, 0.4), one call per value.
+
+For each it reports the wall time, the XLA compilation time (the sum of JAX's
+``/jax/core/compile/backend_compile_duration`` events, and their count), the
+tracing and lowering time (``jaxpr_trace_duration`` + ``jaxpr_to_mlir_module_duration``)
+and the rest (running, data loading, Python). The loop scenario also lists the
+compilations and wall time of each call. Run it with ``PYTHONPATH`` pointing at
+another checkout to measure that version (the "before" of a change).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+
+jax.config.update("jax_enable_x64", False)  # the demonstration's float32 default
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import _timing  # noqa: E402
+
+EVENTS = {
+    "/jax/core/compile/backend_compile_duration": "compile",
+    "/jax/core/compile/jaxpr_trace_duration": "trace",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower",
+}
+
+
+class Recorder:
+    """Sums JAX's compile-time events while it is registered."""
+
+    def __init__(self):
+        self.seconds = {v: 0.0 for v in EVENTS.values()}
+        self.compilations = 0
+
+    def __call__(self, event, duration, **kwargs):
+        name = EVENTS.get(event)
+        if name is not None:
+            self.seconds[name] += duration
+            self.compilations += name == "compile"
+
+
+def _measure(fn):
+    rec = Recorder()
+    jax.monitoring.register_event_duration_secs_listener(rec)
+    start = time.perf_counter()
+    fn()
+    wall = time.perf_counter() - start
+    jax.monitoring.unregister_event_duration_listener(rec)
+    return {"wall_s": wall, "compile_s": rec.seconds["compile"], "compilations": rec.compilations,
+            "trace_lower_s": rec.seconds["trace"] + rec.seconds["lower"],
+            "rest_s": wall - rec.seconds["compile"] - rec.seconds["trace"] - rec.seconds["lower"]}
+
+
+def scenario_demo() -> dict:
+    from rproxjax import _demo
+
+    return {"total": _measure(lambda: _demo.run(plot=False))}
+
+
+def scenario_loop() -> dict:
+    import rproxjax
+    from rproxjax import datasets, problems
+
+    data = jax.numpy.asarray(datasets.load_mnist(5000, seed=0))
+    x0 = rproxjax.stiefel.random_point(jax.random.key(0), data.shape[1], 10, data.dtype)
+    calls = {}
+
+    def loop():
+        for mu in (0.1, 0.2, 0.4):
+            opt = rproxjax.r_prox_sgd(rproxjax.inverse_sqrt_schedule(1.0), 0.1, rproxjax.l1(mu))
+            calls[f"mu={mu}"] = _measure(lambda opt=opt: jax.block_until_ready(rproxjax.fit(
+                opt, problems.spca_loss, x0, data, key=jax.random.key(1), batch_size=100,
+                num_epochs=1).params))
+
+    out = {"total": _measure(loop)}
+    out.update(calls)
+    return out
+
+
+def _rows(name, result):
+    return [(name, part, f"{r['wall_s']:.2f}", f"{r['compile_s']:.2f}", str(r["compilations"]),
+             f"{r['trace_lower_s']:.2f}", f"{r['rest_s']:.2f}") for part, r in result.items()]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--scenario", choices=("demo", "loop"))
+    parser.add_argument("--label", default="", help="a label for this version (e.g. before)")
+    parser.add_argument("--no-save", action="store_true")
+    args = parser.parse_args(argv)
+    if args.scenario:  # one scenario in this process: print JSON for the parent
+        print(json.dumps({"demo": scenario_demo, "loop": scenario_loop}[args.scenario]()))
+        return
+    machine = _timing.machine_info()
+    results = {}
+    for name in ("demo", "loop"):
+        proc = subprocess.run([sys.executable, __file__, "--scenario", name], check=True,
+                              capture_output=True, text=True)
+        results[name] = json.loads(proc.stdout.strip().splitlines()[-1])
+    import rproxjax
+
+    title = (f"## Wall time: compilation against running ({args.label or 'this version'}, "
+             f"rproxjax {rproxjax.__version__} from {Path(rproxjax.__file__).parent})")
+    print(f"\n{title}\n")
+    headers = ("scenario", "part", "wall s", "XLA compile s", "compilations",
+               "trace + lower s", "rest s")
+    rows = [row for name, res in results.items() for row in _rows(name, res)]
+    table = _timing.print_table(headers, rows)
+    if not args.no_save:
+        stem = "compile_time" + (f"_{args.label}" if args.label else "")
+        out = ROOT / "benchmarks" / "results"
+        (out / f"{stem}.json").write_text(json.dumps(
+            {"machine": machine, "label": args.label, "results": results}, indent=1))
+        (out / f"{stem}.md").write_text(f"{title}\n\n{table}\n\nmachine: {machine}\n")
+
+
+if __name__ == "__main__":
+    main()
