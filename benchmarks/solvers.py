@@ -59,7 +59,7 @@ before and after the dtype's rows). On CPU the skinny d x r products run far bel
 the large-GEMM rate, so ratios of several are expected.
 
 Sweep (``--no-sweep`` skips it): ``jax.jit(jax.vmap(run))`` over 8 values of mu, where
-``run(mu, x, opt_state, data, key)`` builds the optimizer and calls ``rproxjax.fit``
+``run(mu, x, opt_state, data, key)`` builds the optimizer and calls ``rproxjax.pure_fit``
 for one epoch of T_SWEEP = 50 steps (R-ProxSPB: one block of q = 100) and returns the
 params, the state and ``history.ssn_steps``, against ``jax.jit(run)`` at MU and 8
 sequential calls of it, and the same 8 runs through ``rproxjax.sweep`` with its default
@@ -265,8 +265,9 @@ def sweep_fns(solver):
     steps = Q if solver == "spb" else T_SWEEP
 
     def run(mu, x, state, data, key):
-        res = rproxjax.fit(make_opt(solver, mu), per_sample_loss, x, data, key=key,
-                           batch_size=B, num_epochs=1, steps_per_epoch=steps, opt_state=state)
+        res = rproxjax.pure_fit(make_opt(solver, mu), per_sample_loss, x, data, key=key,
+                                batch_size=B, num_epochs=1, steps_per_epoch=steps,
+                                opt_state=state)
         return res.params, res.opt_state, res.history.ssn_steps
 
     def swept(mus, xs, states, data, key):

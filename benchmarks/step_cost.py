@@ -44,7 +44,7 @@ Every function is compiled and called once untimed; then the methods of one
 (dtype, mu) are timed round-robin, one call each per round (so that all see
 the same load), ``--repeats`` rounds (default 7); the time per step is the
 median call time / T, and the ratio is to R-Subgrad's median in the same
-rounds. Newton steps per call are ``state.ssn.num_steps`` collected in the
+rounds. Newton steps per call are ``step_info(state).ssn.num_steps`` collected in the
 scan, averaged over the timed steps.
 
 Part (b), the sweep: ``run(mu, key, data)`` builds the optimizer inside and
@@ -86,7 +86,7 @@ from jax import lax
 
 import rproxjax
 from rproxjax import stiefel
-from rproxjax._runner import _chunked_mean  # the chunked full gradient of fit
+from rproxjax._sampling import chunked_mean as _chunked_mean  # fit's chunked full gradient
 from rproxjax.problems import spca_loss
 
 try:  # run as a script: benchmarks/ is on sys.path
@@ -151,8 +151,8 @@ batch_grad = jax.grad(batch_loss)
 
 
 def newton_steps(state):
-    ssn = getattr(state, "ssn", None)
-    return jnp.int32(0) if ssn is None else ssn.num_steps
+    info = rproxjax.step_info(state)
+    return jnp.int32(0) if info is None or info.ssn == () else info.ssn.num_steps
 
 
 def run(method, mu, key, data, x0):

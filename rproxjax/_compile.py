@@ -40,18 +40,22 @@ def _aval_key(value):
     return (tuple(jnp.shape(value)), str(jnp.result_type(value)))
 
 
-def _evaluator(jaxpr):
+def _evaluator(jaxpr, consts, flat_args):
+    """The jaxpr compiled ahead of time (so that no call pays for compilation)."""
+
     def run(consts, flat_args):
         return jax.core.eval_jaxpr(jaxpr, consts, *flat_args)
 
-    return jax.jit(run)
+    return jax.jit(run).lower(consts, flat_args).compile()
 
 
 def compile_once(fn: Callable, *example_args) -> Callable:
     """``fn`` as a compiled callable of arguments shaped like ``example_args``.
 
-    The returned callable takes arguments with the same pytree structure,
-    shapes and dtypes as ``example_args`` and returns ``fn``'s outputs. Its
+    Compilation (if the program is not cached yet) happens here, not at the
+    first call: callers time their calls. The returned callable takes arguments
+    with the same pytree structure, shapes and dtypes as ``example_args`` and
+    returns ``fn``'s outputs. Its
     executable is shared with every earlier ``compile_once`` of the same
     computation (see the module docstring).
     """
@@ -62,7 +66,7 @@ def compile_once(fn: Callable, *example_args) -> Callable:
     key = (str(closed.jaxpr), in_tree, out_tree, tuple(_aval_key(c) for c in consts))
     evaluator = _CACHE.pop(key, None)
     if evaluator is None:
-        evaluator = _evaluator(closed.jaxpr)
+        evaluator = _evaluator(closed.jaxpr, consts, in_tree.flatten_up_to(example_args))
     _CACHE[key] = evaluator
     while len(_CACHE) > MAX_ENTRIES:
         _CACHE.popitem(last=False)

@@ -24,8 +24,8 @@ import jax.numpy as jnp
 
 from rproxjax._subproblem import SubproblemInfo
 
-__all__ = ["Needs", "StepInfo", "any_halted", "find_needs", "refresh_cost", "step_cost",
-           "step_info"]
+__all__ = ["Needs", "StepInfo", "any_halted", "block_cost", "find_needs", "refresh_cost",
+           "step_cost", "step_info"]
 
 Array = Any
 
@@ -144,3 +144,8 @@ def step_cost(needs: Needs, batch_size: int) -> int:
 def refresh_cost(refresh_size: int) -> int:
     """IFOs of a refresh step: one gradient per sample of S1."""
     return refresh_size
+
+
+def block_cost(q: int, batch_size: int, refresh_size: int) -> int:
+    """IFOs of a block of a variance-reduced method: a refresh and q - 1 estimator steps."""
+    return refresh_cost(refresh_size) + (q - 1) * step_cost(Needs(grad_fn=True), batch_size)

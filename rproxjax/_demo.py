@@ -21,6 +21,7 @@ import numpy as np
 
 import rproxjax
 from rproxjax import datasets, problems
+from rproxjax._contract import block_cost
 
 
 def _methods(reg, q):
@@ -46,7 +47,7 @@ def run(n=20000, r=10, mu=0.2, budget=4.0, q=100, batch_size=100, seed=0, out_di
         if spb:  # an epoch: (n // b) // (q - 1) blocks of one refresh and q - 1 SARAH steps
             steps_per_epoch = max(1, (n // batch_size) // (q - 1)) * q
             blocks = steps_per_epoch // q
-            epoch_ifo = blocks * (n + 2 * (q - 1) * batch_size)
+            epoch_ifo = blocks * block_cost(q, batch_size, n)
         else:
             epoch_ifo = (n // batch_size) * batch_size
         epochs = max(1, int(budget * n // epoch_ifo))

@@ -156,3 +156,19 @@ def test_blocks_are_typed_pytrees():
         np.testing.assert_allclose(x.T @ z + z.T @ x, 0.0, atol=1e-12)
         assert float(block.feasibility(block.retract(x, z))) < 1e-12
     np.testing.assert_array_equal(rproxjax.Euclidean().project(x, v), v)
+
+
+def test_compile_once_compiles_ahead_of_the_timed_calls(compilations):
+    """fit times its epochs: all compilation happens when the program is prepared."""
+    from rproxjax._compile import clear_cache, compile_once
+
+    clear_cache()
+    scale = jnp.asarray(3.0)
+    call = compile_once(lambda x, k: (x * scale + k, jnp.sum(x)), jnp.ones(4), 1.0)
+    assert len(compilations) > 0
+    x = jax.block_until_ready(jnp.arange(4.0))
+    compilations.clear()
+    out, total = call(x, 2.0)
+    assert len(compilations) == 0
+    np.testing.assert_array_equal(out, 3.0 * np.arange(4.0) + 2.0)
+    assert float(total) == 6.0

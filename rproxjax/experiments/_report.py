@@ -27,8 +27,19 @@ def _machine(result) -> str:
     m = result["machine"]
     load = m.get("load_average")
     load = f", load average {load[0]:.1f}" if load else ""
-    return (f"Computed {m['date']} on {m['device']} ({m['cpu_count']} CPUs{load}), "
+    line = (f"Computed {m['date']} on {m['device']} ({m['cpu_count']} CPUs{load}), "
             f"jax {m['jax']}, rproxjax {m['rproxjax']}, x64 {m['x64']}.")
+    units = result.get("machines", {})
+    versions = {}
+    for unit, um in units.items():
+        versions.setdefault(um.get("rproxjax"), []).append(unit)
+    if len(versions) > 1:  # units resumed across library versions
+        parts = [f"{v}: {len(u)} units" for v, u in sorted(versions.items(), key=str)]
+        newest = max(versions, key=str)
+        line += (" **Units from several rproxjax versions** (" + "; ".join(parts)
+                 + f"; {newest}: " + ", ".join(sorted(versions[newest])) + "): times, and the "
+                 "claims at equal time, compare runs of different versions.")
+    return line
 
 
 def _spca(result) -> list[str]:

@@ -34,6 +34,7 @@ import numpy as np
 
 import rproxjax
 from rproxjax import problems
+from rproxjax._contract import block_cost
 from rproxjax._linalg import mm
 from rproxjax.datasets import load_video_frames, video_matrix
 from rproxjax.experiments._store import Store, check_dtype, say
@@ -73,7 +74,7 @@ def method_setup(method, eta, step_scale, nnz, cfg):
     batch = max(1, int(cfg.batch_fraction * nnz))  # rounded down: never over the budget
     steps = max(1, int(round(1.0 / cfg.batch_fraction)))  # one pass over Omega
     if method == "R-ProxSPB":
-        block = nnz + 2 * (cfg.q - 1) * batch
+        block = block_cost(cfg.q, batch, nnz)
         num_blocks = max(1, int(cfg.budget * nnz // block))
         opt = rproxjax.r_prox_spb(eta, 1.0 / nnz, blocks=blocks, q=cfg.q)
         # All blocks in one epoch: like the other methods' pass-long epochs, its minibatches

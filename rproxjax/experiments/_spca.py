@@ -35,6 +35,7 @@ import numpy as np
 
 import rproxjax
 from rproxjax import datasets, problems
+from rproxjax._contract import block_cost
 from rproxjax._linalg import mm
 from rproxjax.experiments._store import Store, check_dtype, say
 
@@ -87,7 +88,7 @@ def schedule(method: str, budget: float, n: int, cfg) -> dict:
     """Steps per curve point and number of points for ``budget`` IFO/n."""
     b = cfg.batch_size
     if method in BLOCK_METHODS:
-        block_ifo = n + 2 * (cfg.q - 1) * b
+        block_ifo = block_cost(cfg.q, b, n)
         epochs = max(1, round(budget * n / block_ifo))
         return {"batch_size": b, "steps_per_epoch": cfg.q, "num_epochs": epochs}
     if method == "ManPG":
@@ -101,7 +102,7 @@ def schedule(method: str, budget: float, n: int, cfg) -> dict:
 def grid_ifo(n: int, cfg) -> float:
     """The grid search's budget in IFO/n, the same for every method: ``grid_budget``, or one
     R-ProxSPB block (n + 2 (q - 1) b sample gradients) if that is more."""
-    return max(cfg.grid_budget, (n + 2 * (cfg.q - 1) * cfg.batch_size) / n)
+    return max(cfg.grid_budget, block_cost(cfg.q, cfg.batch_size, n) / n)
 
 
 def _grid_search(method, cfg, x0, data, mus):
