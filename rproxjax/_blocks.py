@@ -137,6 +137,15 @@ class _Manifold(Block):
                 f"matrix, got shape {x.shape}."
             )
         _checks.check_point(name, x)
+        if not isinstance(x, jax.core.Tracer):  # concrete points: on the manifold
+            with jax.ensure_compile_time_eval():
+                feas = float(stiefel.feasibility(x))
+            tol = 1e-6 if x.dtype == jnp.float64 else 1e-3
+            if not feas <= tol:
+                raise ValueError(
+                    f"{name} is not on the {type(self).__name__} manifold: ||X^T X - I||_F = "
+                    f"{feas:.3e} > {tol:g}. Start from an orthonormal X0 (e.g. "
+                    "stiefel.random_point or a QR factor).")
 
     def feasibility(self, x):
         return stiefel.feasibility(x)

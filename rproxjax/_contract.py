@@ -127,13 +127,15 @@ def any_halted(state) -> Array:
 
 
 def ssn_totals(info: StepInfo | None, dtype):
-    """(Newton steps summed over blocks, largest final residual) of the last step."""
+    """(Newton steps summed over blocks, largest final residual, largest status code)."""
     infos = [] if info is None else jax.tree.leaves(
         info.ssn, is_leaf=lambda n: isinstance(n, SubproblemInfo))
     if not infos:
-        return jnp.zeros((), jnp.int32), jnp.zeros((), dtype)
+        zero = jnp.zeros((), jnp.int32)
+        return zero, jnp.zeros((), dtype), zero
     steps = sum(i.num_steps for i in infos)
-    return steps, jnp.max(jnp.stack([i.residual for i in infos])).astype(dtype)
+    return (steps, jnp.max(jnp.stack([i.residual for i in infos])).astype(dtype),
+            jnp.max(jnp.stack([i.status for i in infos])))
 
 
 def step_cost(needs: Needs, batch_size: int) -> int:

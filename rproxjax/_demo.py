@@ -32,9 +32,26 @@ def _methods(reg, q):
     }
 
 
+def _check_run(n, r, mu, budget, q, batch_size):
+    """Clear errors for settings that cannot give the demonstration's equal IFO budgets."""
+    for name, value, low in (("n", n, batch_size), ("r", r, 1), ("q", q, 2)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"{name} must be an int >= {low}, got {value!r}.")
+    if not mu >= 0 or not budget > 0:
+        raise ValueError(f"mu must be >= 0 and budget > 0, got mu = {mu}, budget = {budget}.")
+    block = block_cost(q, batch_size, n) / n
+    if block > budget:
+        raise ValueError(
+            f"one R-ProxSPB block (a refresh on n = {n} and q - 1 = {q - 1} steps on "
+            f"{batch_size}) costs {block:.2f} IFO/n, above the budget {budget:g}: the budgets "
+            "would not be equal. Raise the budget or n, or lower q."
+        )
+
+
 def run(n=20000, r=10, mu=0.2, budget=4.0, q=100, batch_size=100, seed=0, out_dir=".",
         plot=True):
     """Runs the demonstration and returns ``{method: summary dict}``."""
+    _check_run(n, r, mu, budget, q, batch_size)
     data = jnp.asarray(datasets.load_mnist(n, seed=seed))
     n, d = data.shape
     reg = rproxjax.l1(mu)
@@ -137,6 +154,10 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if args.quick:
         args.n, args.budget, args.q = 5000, 4.0, 20
+    try:
+        _check_run(args.n, args.r, args.mu, args.budget, args.q, 100)
+    except ValueError as err:  # a usage error, not a traceback
+        parser.error(str(err))
     run(n=args.n, r=args.r, mu=args.mu, budget=args.budget, q=args.q, seed=args.seed,
         out_dir=args.out, plot=not args.no_plot)
 

@@ -78,9 +78,9 @@ def _inner_tol(state, tol):
 def _armijo(objective, trial, f_x, znorm2, gamma, max_backtracks, dtype):
     """Halves alpha from 1 while F(trial(alpha)) >= F(X) - alpha ||zeta||^2 / (2 gamma)."""
 
-    def cond(c):
+    def cond(c):  # a non-finite F(trial) never satisfies the decrease test
         alpha, f_new, k = c
-        return ((f_new >= f_x - alpha / (2 * gamma) * znorm2) & (alpha >= 1e-4)
+        return (~(f_new < f_x - alpha / (2 * gamma) * znorm2) & (alpha >= 1e-4)
                 & (k < max_backtracks))
 
     def body(c):
@@ -89,8 +89,9 @@ def _armijo(objective, trial, f_x, znorm2, gamma, max_backtracks, dtype):
         return alpha, objective(trial(alpha)), k + 1
 
     one = jnp.ones((), dtype)
-    alpha, _, backtracks = lax.while_loop(cond, body, (one, objective(trial(one)), jnp.int32(0)))
-    return alpha, backtracks
+    alpha, f_new, backtracks = lax.while_loop(cond, body,
+                                              (one, objective(trial(one)), jnp.int32(0)))
+    return alpha, backtracks, jnp.isfinite(f_new)
 
 
 def _next_gamma(adaptive, gamma0, gamma, backtracks, move):
@@ -98,6 +99,18 @@ def _next_gamma(adaptive, gamma0, gamma, backtracks, move):
         return gamma
     new = jnp.where(backtracks == 0, 1.01 * gamma, jnp.maximum(gamma0, gamma / 1.01))
     return jnp.where(move, new, gamma)
+
+
+def _check_args(gamma, tol, max_backtracks, adaptive):
+    gamma, tol = hyper("gamma", gamma), hyper("tol", tol)
+    if callable(gamma) or callable(tol):
+        raise ValueError("manpg takes a scalar gamma and tol, not schedules.")
+    if not isinstance(max_backtracks, int) or isinstance(max_backtracks, bool) or \
+            max_backtracks < 0:
+        raise ValueError(f"max_backtracks must be an int >= 0, got {max_backtracks!r}.")
+    if not isinstance(adaptive, bool):
+        raise ValueError(f"adaptive must be a bool, got {adaptive!r}.")
+    return gamma, tol
 
 
 def manpg(gamma, reg=None, *, tol, blocks=None, adaptive: bool = False,
@@ -134,10 +147,7 @@ def manpg(gamma, reg=None, *, tol, blocks=None, adaptive: bool = False,
         ``"secant"``, or ``"reference"`` to follow the reference ManPG code's
         iterates digit for digit.
     """
-    gamma = hyper("gamma", gamma)
-    tol = hyper("tol", tol)
-    if callable(gamma) or callable(tol):
-        raise ValueError("manpg takes a scalar gamma and tol, not schedules.")
+    gamma, tol = _check_args(gamma, tol, max_backtracks, adaptive)
     ssn = SSN(None, 0.0, ssn_max_steps, linear_solver, ssn_method)
     blocks = as_blocks(reg, blocks, retraction)
 
@@ -166,16 +176,19 @@ def manpg(gamma, reg=None, *, tol, blocks=None, adaptive: bool = False,
         bad = jnp.any(jnp.stack([i.status == Status.NONFINITE for i in infos]))
         znorm2 = total_sq_norm(zeta)
         stationarity = znorm2 / gk**2
-        converged = state.converged | (stationarity < tol_)
+        f_x = objective(value_fn, params)
+        # A non-finite gradient, subproblem or objective is never "converged": the
+        # non-finite path returns zeta = 0, which would pass the stationarity test.
+        finite = ~bad & all_finite(grads) & jnp.isfinite(f_x)
+        converged = state.converged | (finite & (stationarity < tol_))
 
         def trial(alpha):
             return map_blocks(lambda b, x, z: b.retract(x, alpha * z), blocks, params, zeta)
 
-        alpha, backtracks = _armijo(lambda x: objective(value_fn, x), trial,
-                                    objective(value_fn, params), znorm2, gk, max_backtracks,
-                                    dtype)
+        alpha, backtracks, f_finite = _armijo(lambda x: objective(value_fn, x), trial, f_x,
+                                              znorm2, gk, max_backtracks, dtype)
         x_new = trial(alpha)
-        ok = ~bad & all_finite(x_new) & all_finite(grads)
+        ok = finite & f_finite & all_finite(x_new)
         move = ~converged & ~state.info.halted
         halted = state.info.halted | (move & ~ok)
         move = move & ok

@@ -46,6 +46,9 @@ class History(NamedTuple):
       zeta_norm: ||zeta_t||_F (the subgradient direction's norm for R-Subgrad).
       ssn_steps: semi-smooth Newton steps of each subproblem (0 if none).
       ssn_residual: ||E(Lambda)||_F at the end of each subproblem.
+      ssn_status: the subproblems' :class:`rproxjax.Status` (the worst over blocks;
+        0 if none): e.g. ``Status.COLLAPSED`` where the step was refused (zeta = 0)
+        because the prox zeroed a column of X + zeta.
       feasibility: ||X^T X - I||_F after each step.
       halted: True from the first non-finite gradient on (updates stop).
       refresh: True at the estimators' large-batch (refresh) steps.
@@ -59,6 +62,7 @@ class History(NamedTuple):
     zeta_norm: Array
     ssn_steps: Array
     ssn_residual: Array
+    ssn_status: Array
     feasibility: Array
     halted: Array
     refresh: Array
@@ -146,7 +150,7 @@ class EpochProgram:
     def _history(self, x, state, ifo, g, g_true, refresh, batch):
         dtype = jnp.result_type(*jax.tree.leaves(x))
         info = step_info(state)
-        steps, residual = ssn_totals(info, dtype)
+        steps, residual, status = ssn_totals(info, dtype)
         zeta_norm = jnp.zeros((), dtype) if info is None else info.zeta_norm
         variance = loss = None
         if self.record_variance:
@@ -155,7 +159,8 @@ class EpochProgram:
         if self.record_loss:
             loss = self.full_loss(state, x) if self.finite_sum else \
                 self.objective.batch_loss(x, batch) + self.objective.h(state, x)
-        return History(ifo, zeta_norm, steps, residual, self.objective.feasibility(state, x),
+        return History(ifo, zeta_norm, steps, residual, status,
+                       self.objective.feasibility(state, x),
                        any_halted(state), jnp.bool_(refresh), variance, loss)
 
     def _plain(self, carry, inputs):
@@ -204,5 +209,7 @@ class EpochProgram:
             return self.full_loss(state, x)
         batches = inputs if self.plan.q is None else inputs[0]
         lead = 2 if self.plan.q is None else 3
+        if self.plan.q is not None and jax.tree.leaves(batches)[0].shape[1] == 0:
+            batches, lead = inputs[1], 2  # a block cut to its refresh: F over that batch
         flat = jax.tree.map(lambda a: a.reshape((-1,) + a.shape[lead:]), batches)
         return self.objective.batch_loss(x, flat) + self.objective.h(state, x)

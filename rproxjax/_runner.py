@@ -32,8 +32,9 @@ from rproxjax import _checks
 from rproxjax._blocks import map_blocks
 from rproxjax._compile import compile_once
 from rproxjax._contract import Needs, find_needs
+from rproxjax._fit_checks import check_key, check_loss, check_opt_state, positive_int
 from rproxjax._program import EpochProgram, History, make_objective, state_blocks
-from rproxjax._sampling import FiniteSum, Plan, Stream, is_dataset
+from rproxjax._sampling import FiniteSum, Plan, Stream, chunk_steps, is_dataset
 
 __all__ = ["FitResult", "History", "fit", "pure_fit"]
 
@@ -76,11 +77,18 @@ class _Settings:
     chunk_size: int
 
 
-def _positive_int(name, value, allow_none=True):
-    if value is None and allow_none:
-        return
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}.")
+_positive_int = positive_int
+
+
+def _settings(batch_size, num_epochs, num_steps, steps_per_epoch, refresh_batch_size,
+              chunk_size) -> _Settings:
+    """The sizes as Python ints (NumPy integers accepted), each checked by name."""
+    return _Settings(positive_int("batch_size", batch_size),
+                     positive_int("num_epochs", num_epochs),
+                     positive_int("num_steps", num_steps),
+                     positive_int("steps_per_epoch", steps_per_epoch),
+                     positive_int("refresh_batch_size", refresh_batch_size),
+                     positive_int("chunk_size", chunk_size, allow_none=False))
 
 
 def _check_params(state, params):
@@ -165,11 +173,15 @@ def _epoch_keys(key, num_epochs):
 def _prepare(optimizer, loss_fn, params, data, opt_state, settings, batched_loss,
              record_loss, record_variance):
     """(program, number of epochs, initial state) shared by both drivers."""
+    if opt_state is not None:
+        check_opt_state(optimizer, params, opt_state)
     state = optimizer.init(params) if opt_state is None else opt_state
     _check_params(state, params)
     needs = find_needs(state)
     objective = make_objective(loss_fn, batched_loss)
     if is_dataset(data):
+        sample = jax.tree.map(lambda a: a[:2] if batched_loss else a[0], data)
+        check_loss(loss_fn, params, sample, batched_loss)
         sampler = FiniteSum(data, settings.chunk_size)
         plan, num_epochs = _finite_plan(needs, sampler.n, settings)
     else:
@@ -230,7 +242,7 @@ def fit(optimizer, loss_fn, params, data, *, key, batch_size: int | None = None,
         steps_per_epoch: int | None = None, opt_state=None,
         refresh_batch_size: int | None = None, record_loss: bool = False,
         record_variance: bool = False, chunk_size: int = 2048, progress: bool = False,
-        batched_loss: bool = False) -> FitResult:
+        batched_loss: bool = False, throw: bool = False) -> FitResult:
     """Runs ``optimizer`` on the per-sample loss ``loss_fn(params, sample)`` from the host.
 
     Finite-sum mode (``data`` a data set of n samples): each epoch draws one
@@ -246,19 +258,41 @@ def fit(optimizer, loss_fn, params, data, *, key, batch_size: int | None = None,
     if _is_traced((params, opt_state, key)):
         raise ValueError("fit drives epochs from the host and cannot be traced; inside "
                          "jax.jit or jax.vmap call rproxjax.pure_fit (same arguments).")
-    settings = _Settings(batch_size, num_epochs, num_steps, steps_per_epoch,
+    check_key(key)
+    settings = _settings(batch_size, num_epochs, num_steps, steps_per_epoch,
                          refresh_batch_size, chunk_size)
     program, epochs, state = _prepare(optimizer, loss_fn, params, data, opt_state, settings,
                                       batched_loss, record_loss, record_variance)
     carry = (params, state, _ifo0())
     if program.finite_sum:
         key, keys = _epoch_keys(key, epochs)
-        return _host_loop(program, carry, list(keys), key, progress, epochs)
-    chunks = (program.sampler.chunk(program.plan) for _ in range(epochs))
-    return _host_loop(program, carry, chunks, key, progress, epochs)
+        result = _host_loop(program, carry, list(keys), key, progress, epochs)
+    else:
+        sizes = chunk_steps(settings.num_steps, program.plan.steps)
+        chunks = (program.sampler.chunk(program.plan, steps) for steps in sizes)
+        result = _host_loop(program, carry, chunks, key, progress, len(sizes))
+    if throw:
+        _raise_if_halted(result)
+    return result
+
+
+def _raise_if_halted(result: FitResult):
+    """``throw=True``: a run that halted is an error (with the run attached)."""
+    halted = np.asarray(result.history.halted)
+    if halted.any():
+        step = int(np.argmax(halted))
+        err = RuntimeError(
+            f"the run halted at step {step}: a non-finite gradient, subproblem or objective, "
+            "or an invalid traced hyperparameter (a step <= 0, mu < 0); the params were "
+            "kept from then on (err.result holds the run).")
+        err.result = result
+        raise err
 
 
 fit.__doc__ += _FIT_ARGS_DOC + """      progress: print a progress line per epoch/chunk on stderr.
+      throw: raise a RuntimeError (with the run as ``err.result``) if the run halted
+        (``history.halted``: a non-finite gradient, subproblem or objective, or an
+        invalid traced hyperparameter). By default the flag is data, as in the state.
 
     Returns:
       A :class:`FitResult`.
@@ -274,14 +308,16 @@ def _host_loop(program, carry, inputs_iter, key, progress, total):
         c, hist = program.run(c, inputs)
         return c, hist, (None if finite else program.end_loss(c, inputs))
 
-    run_epoch = end_loss = None
+    programs, end_loss = {}, None  # online: a shorter last chunk is another program
     hists, losses, ifos, times, elapsed = [], [], [], [0.0], 0.0
     for e, element in enumerate(inputs_iter):
-        if run_epoch is None:
-            run_epoch = compile_once(epoch, carry, element)
-            if finite:  # F after each epoch is evaluated outside the timed epoch
-                end_loss = compile_once(lambda c: program.end_loss(c, None), carry)
-                losses.append(end_loss(carry))
+        shapes = str(jax.tree.map(jnp.shape, element))
+        if shapes not in programs:
+            programs[shapes] = compile_once(epoch, carry, element)
+        if finite and end_loss is None:  # F after each epoch is evaluated outside the timing
+            end_loss = compile_once(lambda c: program.end_loss(c, None), carry)
+            losses.append(end_loss(carry))
+        run_epoch = programs[shapes]
         start = time.perf_counter()
         carry, hist, loss = run_epoch(carry, element)
         jax.block_until_ready(carry)
@@ -329,7 +365,8 @@ def pure_fit(optimizer, loss_fn, params, data, *, key, batch_size: int | None = 
     if not is_dataset(data):
         raise ValueError("pure_fit needs a data set (an array or pytree of arrays); stream "
                          "minibatches with fit.")
-    settings = _Settings(batch_size, num_epochs, num_steps, steps_per_epoch,
+    check_key(key)
+    settings = _settings(batch_size, num_epochs, num_steps, steps_per_epoch,
                          refresh_batch_size, chunk_size)
     program, epochs, state = _prepare(optimizer, loss_fn, params, data, opt_state, settings,
                                       batched_loss, record_loss, record_variance)

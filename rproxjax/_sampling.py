@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-__all__ = ["FiniteSum", "Plan", "Stream", "chunked_mean", "leading_size"]
+__all__ = ["FiniteSum", "Plan", "Stream", "chunk_steps", "chunked_mean", "leading_size"]
 
 
 class Plan(NamedTuple):
@@ -148,19 +148,30 @@ class Stream:
             out.append(batch)
         return jax.tree.map(lambda *a: np.stack(a), *out)
 
-    def chunk(self, plan: Plan):
-        """The next epoch's inputs: stacked batches, or (small batches, refresh batch)."""
+    def chunk(self, plan: Plan, steps: int):
+        """The inputs of the next ``steps`` steps (at most one epoch's): stacked batches, or
+        (small batches, refresh batch) of one block, cut short if ``steps < q``."""
         if plan.q is None:
-            return self._take(plan.steps)
+            return self._take(steps)
         per_refresh = -(-plan.refresh_size // self.batch_size)
         big = jax.tree.map(lambda a: a.reshape((-1,) + a.shape[2:])[None, :plan.refresh_size],
                            self._take(per_refresh))
-        small = jax.tree.map(lambda a: a[None], self._take(plan.q - 1))
+        if steps == 1:  # a refresh alone: no minibatch steps in this block
+            return jax.tree.map(
+                lambda a: np.zeros((1, 0, self.batch_size) + a.shape[2:], a.dtype), big), big
+        small = jax.tree.map(lambda a: a[None], self._take(steps - 1))
         return small, big
+
 
     @staticmethod
     def get(element, plan: Plan):
         return element
+
+
+def chunk_steps(num_steps: int, per_chunk: int) -> list[int]:
+    """Steps of each online chunk: whole chunks, then the remainder (exactly num_steps)."""
+    return [per_chunk] * (num_steps // per_chunk) + ([num_steps % per_chunk]
+                                                     if num_steps % per_chunk else [])
 
 
 def is_dataset(data) -> bool:

@@ -13,10 +13,14 @@ The named optimizers (:mod:`rproxjax._optimizers`) are chains of an estimator
 (:mod:`rproxjax._estimators`), one of the first two and the retraction, e.g.
 ``r_prox_sgd(eta, gamma, reg) = chain(proximal_step(gamma, reg), retract(eta))``.
 
-Non-finite values: a step whose gradient or subproblem is not finite returns a
-zero step and sets ``info.halted`` (sticky: every later step is zero); the
-retraction returns a zero update for a zero step or a non-finite point, so the
-params are never corrupted.
+Non-finite values and invalid traced hyperparameters: a step whose gradient or
+subproblem is not finite, or whose step (gamma), regularizer strength (mu < 0)
+or step scale is invalid, returns a zero step and sets ``info.halted`` (sticky:
+every later step is zero); the retraction returns a zero update for a zero
+step, a non-finite point or a learning rate that is not finite and > 0 (and
+then sets its own ``halted``), so the params are never corrupted. Concrete
+hyperparameters are checked when the factory is called (clear errors); traced
+ones (under ``jit``/``vmap``, or schedules' values) only by these flags.
 """
 
 from __future__ import annotations
@@ -64,7 +68,8 @@ class SSN:
     def __post_init__(self):
         if self.method not in METHODS:
             raise ValueError(f"unknown ssn_method {self.method!r}; expected one of {METHODS}.")
-        if not isinstance(self.max_steps, int) or self.max_steps < 0:
+        if not isinstance(self.max_steps, int) or isinstance(self.max_steps, bool) or \
+                self.max_steps < 0:
             raise ValueError(f"ssn_max_steps must be an int >= 0, got {self.max_steps!r}.")
 
 
@@ -122,6 +127,21 @@ def blocks_state(blocks, params):
     return jax.tree.map(lambda a: jnp.asarray(a, dtype), blocks)
 
 
+def valid_strengths(blocks):
+    """Traced regularizer strengths and step scales are checked at run time: mu >= 0 and
+    step_scale > 0 (finite). Invalid values halt the step instead of a wrong answer."""
+    oks = [jnp.all(jnp.isfinite(a) & (a >= 0)) for b in
+           jax.tree.leaves(blocks, is_leaf=lambda n: hasattr(n, "step_scale"))
+           for a in jax.tree.leaves(b.reg)]
+    oks += [jnp.all(jnp.isfinite(b.step_scale) & (jnp.asarray(b.step_scale) > 0)) for b in
+            jax.tree.leaves(blocks, is_leaf=lambda n: hasattr(n, "step_scale"))]
+    return jnp.all(jnp.stack(oks)) if oks else jnp.bool_(True)
+
+
+def valid_step(value):
+    return jnp.isfinite(value) & (value > 0)
+
+
 def empty_step_info(blocks, params):
     ssn = map_blocks(lambda b, x: b.empty_info(x), blocks, params)
     return StepInfo(ssn, jnp.zeros((), dtype_of(params)), jnp.bool_(False))
@@ -170,7 +190,8 @@ def proximal_step(gamma, reg=None, *, blocks=None, retraction: str = "polar",
                                     blocks, params, updates, state.info.ssn)
         infos = jax.tree.leaves(ssn_info, is_leaf=lambda n: isinstance(n, SubproblemInfo))
         bad = jnp.any(jnp.stack([i.status == Status.NONFINITE for i in infos]))
-        ok = ~state.info.halted & ~bad & all_finite(zeta) & all_finite(updates)
+        ok = (~state.info.halted & ~bad & all_finite(zeta) & all_finite(updates)
+              & valid_step(gam) & valid_strengths(blocks))
         info = StepInfo(guarded(ok, ssn_info, state.info.ssn),
                         jnp.where(ok, jnp.sqrt(total_sq_norm(zeta)), state.info.zeta_norm), ~ok)
         return (guarded(ok, zeta, zeros_like(zeta)),
@@ -203,7 +224,7 @@ def subgradient_direction(reg=None, *, blocks=None,
         check_params(blocks, params, updates)
         direction = map_blocks(lambda b, x, g: b.subgradient_direction(x, g),
                                blocks, params, updates)
-        ok = ~state.info.halted & all_finite(direction)
+        ok = ~state.info.halted & all_finite(direction) & valid_strengths(blocks)
         scaled = map_blocks(lambda b, x, u: b.scaled(1.0, x) * u, blocks, params, direction)
         info = StepInfo((), jnp.where(ok, jnp.sqrt(total_sq_norm(direction)),
                                       state.info.zeta_norm), ~ok)
@@ -245,7 +266,7 @@ def retract(learning_rate, *, blocks=None,
         check_params(blocks, params, updates)
         eta = value_at(learning_rate, state.count, dtype_of(params))
         x_new = map_blocks(lambda b, x, z: b.retract(x, eta * z), blocks, params, updates)
-        finite = all_finite(x_new)
+        finite = all_finite(x_new) & valid_step(eta)  # a traced eta <= 0 halts
         moved = jnp.any(jnp.stack([jnp.any(z != 0) for z in jax.tree.leaves(updates)]))
         ok = ~state.halted & finite & moved
         delta = jax.tree.map(lambda a, b: a - b, x_new, params)

@@ -42,7 +42,10 @@ def main(argv=None) -> int:
         return 0
     names = list(experiments.CONFIGS) if args.names == ["all"] else args.names
     for name in names:
-        experiments.get_config(name, args.size)  # fail early on a bad name
+        try:
+            experiments.get_config(name, args.size)  # fail early on a bad name
+        except (KeyError, ValueError) as err:  # a usage error, not a traceback
+            parser.error(str(err))
     for name in names:
         result = experiments.run(name, size=args.size, out_dir=args.out, force=args.force,
                                  progress=not args.quiet)

@@ -1,0 +1,81 @@
+"""Eager checks of :func:`rproxjax.fit`'s and :func:`rproxjax.pure_fit`'s arguments.
+
+Each raises a ValueError (TypeError for a wrong kind of object) naming the
+argument. They run on the host before anything is compiled; values that are
+traced (under ``jax.jit``/``jax.vmap``) are checked for shape and dtype only.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import jax
+import jax.numpy as jnp
+
+from rproxjax import _checks
+
+__all__ = ["check_key", "check_loss", "check_opt_state", "positive_int"]
+
+
+def positive_int(name, value, allow_none=True):
+    """``value`` as a Python int >= 1 (NumPy integers accepted, bools rejected)."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not hasattr(value, "__index__") or jnp.ndim(value) != 0:
+        raise ValueError(f"{name} must be a positive int, got {value!r}.")
+    value = operator.index(value)
+    if value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}.")
+    return value
+
+
+def check_key(key):
+    if isinstance(key, jax.Array) and jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
+        if key.shape != ():
+            raise ValueError(f"key must be a single PRNG key, got a key array of shape "
+                             f"{key.shape}.")
+        return
+    raise TypeError(f"key must be a PRNG key (jax.random.key(seed)), got {key!r}.")
+
+
+def check_opt_state(optimizer, params, opt_state):
+    """opt_state must have the structure (and leaf shapes) of ``optimizer.init(params)``."""
+    expected = jax.eval_shape(optimizer.init, params)
+    if jax.tree.structure(opt_state) != jax.tree.structure(expected):
+        raise ValueError(
+            "opt_state does not match the optimizer: it has the structure "
+            f"{jax.tree.structure(opt_state)}, but optimizer.init(params) gives "
+            f"{jax.tree.structure(expected)} (a state from another optimizer?)."
+        )
+    for got, want in zip(jax.tree.leaves(opt_state), jax.tree.leaves(expected), strict=True):
+        if jnp.shape(got) != want.shape:
+            raise ValueError(f"opt_state has a leaf of shape {jnp.shape(got)} where "
+                             f"optimizer.init(params) has {want.shape}.")
+
+
+def check_loss(loss_fn, params, sample, batched: bool):
+    """loss_fn(params, one sample) (or of a batch, if ``batched``) must be a real scalar."""
+    what = "a batch" if batched else "one sample"
+    try:
+        out = jax.eval_shape(loss_fn, params, sample)
+    except Exception as err:  # noqa: BLE001 - re-raised with the argument named
+        raise ValueError(
+            f"loss_fn(params, {what} of data) failed: {type(err).__name__}: {err}. Check "
+            "that data's samples match params (e.g. the feature dimension)."
+        ) from err
+    if not hasattr(out, "shape") or out.shape != ():
+        raise ValueError(
+            f"loss_fn(params, {what} of data) must return a scalar, got "
+            f"{getattr(out, 'shape', type(out).__name__)}"
+            + ("" if batched else " (with batched_loss=False it is one sample's loss)") + "."
+        )
+    if not jnp.issubdtype(out.dtype, jnp.floating):
+        raise ValueError(f"loss_fn must return a real floating scalar, got {out.dtype}.")
+
+
+def check_chunk_size(chunk_size):
+    return positive_int("chunk_size", chunk_size, allow_none=False)
+
+
+def concrete(value):
+    return _checks.concrete_or_none(value)
