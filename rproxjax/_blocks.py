@@ -249,8 +249,9 @@ def map_blocks(fn, blocks, *trees):
         try:
             flat.append(treedef.flatten_up_to(tree))
         except (ValueError, TypeError) as err:
+            what = "params" if i == 0 else f"argument {i} (shaped like params)"
             raise ValueError(
-                f"argument {i} does not match the structure of the blocks {treedef}: {err}"
+                f"{what} does not match the structure of the blocks {treedef}: {err}"
             ) from None
     outs = [fn(b, *args) for b, *args in zip(block_leaves, *flat, strict=True)]
     if outs and type(outs[0]) is tuple:  # several outputs (not a NamedTuple result)

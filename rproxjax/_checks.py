@@ -22,10 +22,28 @@ def concrete_or_none(value):
         return None
 
 
+def index_or_none(value):
+    """``value`` as a Python int if it is an integer (NumPy integers too, bools not)."""
+    if isinstance(value, bool | np.bool_) or not hasattr(value, "__index__"):
+        return None
+    try:
+        return int(value.__index__())
+    except TypeError:
+        return None
+
+
+def check_array(name: str, array) -> None:
+    if not hasattr(array, "dtype") or not hasattr(array, "shape"):
+        raise TypeError(f"{name} must be a JAX or NumPy array, got {type(array).__name__}"
+                        + ("; wrap it with jnp.asarray." if isinstance(array, list | tuple)
+                           else "."))
+
+
 def check_float(name: str, array) -> None:
     """float32 or float64: the dtypes the solvers are built and tested for (float16 and
     bfloat16 have no eigendecompositions or QR in JAX and too little precision for the
     constraint X^T X = I)."""
+    check_array(name, array)
     dtype = jnp.result_type(array)
     if dtype not in (jnp.float32, jnp.float64):
         raise ValueError(
@@ -37,6 +55,7 @@ def check_float(name: str, array) -> None:
 
 def check_point(name: str, x, *, min_ndim: int = 2) -> tuple[int, int]:
     """Checks a (batch of) d x r matrices with r <= d; returns (d, r)."""
+    check_array(name, x)
     shape = jnp.shape(x)
     if len(shape) < min_ndim:
         raise ValueError(

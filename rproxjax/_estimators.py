@@ -27,7 +27,7 @@ from jax import lax
 from rproxjax import _checks
 from rproxjax._blocks import as_blocks, map_blocks
 from rproxjax._contract import Needs
-from rproxjax._transforms import check_params, zeros_like
+from rproxjax._transforms import check_params, check_state, zeros_like
 
 __all__ = ["SarahState", "SvrgState", "sarah_estimator", "svrg_estimator"]
 
@@ -35,8 +35,10 @@ Array = Any
 
 
 def _check_period(name, q):
-    if not isinstance(q, int) or isinstance(q, bool) or q < 1:
+    value = _checks.index_or_none(q)
+    if value is None or value < 1:
         raise ValueError(f"{name} must be a Python int >= 1, got {q!r}.")
+    return value
 
 
 def _is_refresh(refresh, count, q):
@@ -91,7 +93,7 @@ def sarah_estimator(q: int, *, blocks=None) -> optax.GradientTransformationExtra
       q: refresh period (a Python int >= 1: it shapes compiled loops).
       blocks: the params' blocks (default: one Stiefel block).
     """
-    _check_period("q", q)
+    q = _check_period("q", q)
     blocks = as_blocks(None, blocks)
     needs = Needs(refresh_every=q, grad_fn=True)
 
@@ -101,6 +103,7 @@ def sarah_estimator(q: int, *, blocks=None) -> optax.GradientTransformationExtra
 
     def update(updates, state, params=None, *, grad_fn=None, refresh=None, **extra_args):
         del extra_args
+        check_state(state, SarahState, "sarah_estimator")
         check_params(blocks, params, updates)
 
         def recursion():
@@ -149,7 +152,7 @@ def svrg_estimator(m: int, *, blocks=None) -> optax.GradientTransformationExtraA
       m: snapshot period (a Python int >= 1).
       blocks: the params' blocks (default: one Stiefel block).
     """
-    _check_period("m", m)
+    m = _check_period("m", m)
     blocks = as_blocks(None, blocks)
     needs = Needs(refresh_every=m, grad_fn=True)
 
@@ -160,6 +163,7 @@ def svrg_estimator(m: int, *, blocks=None) -> optax.GradientTransformationExtraA
 
     def update(updates, state, params=None, *, grad_fn=None, refresh=None, **extra_args):
         del extra_args
+        check_state(state, SvrgState, "svrg_estimator")
         check_params(blocks, params, updates)
 
         def on_refresh():

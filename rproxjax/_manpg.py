@@ -26,6 +26,7 @@ from rproxjax._transforms import (
     all_finite,
     blocks_state,
     check_params,
+    check_state,
     dtype_of,
     empty_step_info,
     guarded,
@@ -166,6 +167,7 @@ def manpg(gamma, reg=None, *, tol, blocks=None, adaptive: bool = False,
         del extra_args
         if value_fn is None:
             raise ValueError("manpg needs the extra argument value_fn (f, the smooth part).")
+        check_state(state, ManPGState, "manpg")
         check_params(blocks, params, grads)
         dtype = dtype_of(params)
         tol_, gk = jnp.asarray(tol, dtype), state.gamma
@@ -173,7 +175,8 @@ def manpg(gamma, reg=None, *, tol, blocks=None, adaptive: bool = False,
         zeta, ssn_info = map_blocks(lambda b, x, v, i: b.prox_step(x, v, gk, i, settings),
                                     blocks, params, grads, state.info.ssn)
         infos = jax.tree.leaves(ssn_info, is_leaf=lambda n: isinstance(n, SubproblemInfo))
-        bad = jnp.any(jnp.stack([i.status == Status.NONFINITE for i in infos]))
+        bad = jnp.any(jnp.stack([(i.status == Status.NONFINITE) | (i.status == Status.INVALID)
+                                 for i in infos]))
         znorm2 = total_sq_norm(zeta)
         stationarity = znorm2 / gk**2
         f_x = objective(value_fn, params)

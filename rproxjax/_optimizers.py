@@ -101,6 +101,9 @@ def inverse_sqrt_schedule(init_value, offset: int = 1, power: float = 0.5):
         0.25
     """
     hyper("init_value", init_value)
+    hyper("offset", offset)  # eta_0 = init_value / offset^power must be finite
+    if not jnp.ndim(power) == 0 or not float(power) >= 0:
+        raise ValueError(f"power must be a scalar >= 0, got {power!r}.")
     return InverseSqrtSchedule(jnp.asarray(init_value), jnp.asarray(offset),
                                jnp.asarray(power))
 

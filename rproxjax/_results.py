@@ -16,6 +16,7 @@ class Status(enum.IntEnum):
     MAX_STEPS_REACHED = 1
     NONFINITE = 2
     COLLAPSED = 3
+    INVALID = 4
 
     @property
     def message(self) -> str:
@@ -36,6 +37,10 @@ _MESSAGES = {
         "not converged, and the prox zeroed a whole column of Y = X + zeta (t * mu very "
         "large): zeta = 0 is returned so that a step cannot leave the manifold; raise "
         "max_steps or lower t * mu"
+    ),
+    Status.INVALID: (
+        "not solved: a traced argument is invalid (t <= 0 or mu < 0; concrete values are "
+        "rejected with a ValueError instead): zeta = 0 is returned"
     ),
 }
 

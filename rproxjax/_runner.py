@@ -180,9 +180,11 @@ def _prepare(optimizer, loss_fn, params, data, opt_state, settings, batched_loss
     needs = find_needs(state)
     objective = make_objective(loss_fn, batched_loss)
     if is_dataset(data):
+        sampler = FiniteSum(data, settings.chunk_size)  # checks the leading sample axis
+        if sampler.n < 1:
+            raise ValueError("data holds no sample (leading axis of size 0).")
         sample = jax.tree.map(lambda a: a[:2] if batched_loss else a[0], data)
         check_loss(loss_fn, params, sample, batched_loss)
-        sampler = FiniteSum(data, settings.chunk_size)
         plan, num_epochs = _finite_plan(needs, sampler.n, settings)
     else:
         if record_variance:

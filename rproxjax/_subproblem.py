@@ -86,6 +86,8 @@ def default_tol(dtype) -> float:
     1e-10 in float64 (solutions accurate to about 1e-9, the primal error being
     at most a few times ||E||) and about 1.2e-5 in float32.
     """
+    if jnp.dtype(dtype) not in (jnp.float32, jnp.float64):
+        raise ValueError(f"dtype must be float32 or float64, got {jnp.dtype(dtype)}.")
     return max(1e-10, 100.0 * float(jnp.finfo(dtype).eps))
 
 
@@ -164,7 +166,10 @@ def _solve(x, g, t, reg, lam, lam_h, tol, rtol, max_steps: int, use_cg: bool, me
     status = jnp.where(collapsed & (status == Status.MAX_STEPS_REACHED), Status.COLLAPSED,
                        status)
     status = jnp.where(inputs_finite, status, Status.NONFINITE).astype(jnp.int32)
-    zeta = jnp.where(inputs_finite & ~collapsed, y - x, jnp.zeros_like(x))
+    valid = (t > 0) & jnp.all(jnp.stack([jnp.all(a >= 0) for a in jax.tree.leaves(reg)]))
+    status = jnp.where(inputs_finite & ~valid, Status.INVALID, status).astype(jnp.int32)
+    converged = converged & valid
+    zeta = jnp.where(inputs_finite & ~collapsed & valid, y - x, jnp.zeros_like(x))
     info = SubproblemInfo(lam, k, norm_e, converged, status, n_lin, n_eval, lam - smooth)
     return zeta, info
 
@@ -179,8 +184,11 @@ def _solve_smooth(x, g, t):
     """h = 0: zeta = -t P_X(G) and Lambda = sym(X^T G) / 2 in closed form."""
     lam = _smooth_part(x, g)
     finite = jnp.all(jnp.isfinite(x)) & jnp.all(jnp.isfinite(g)) & jnp.isfinite(t)
-    zeta = jnp.where(finite, -t * (g - mm(x, 2.0 * lam)), jnp.zeros_like(x))
-    status = jnp.where(finite, Status.SUCCESSFUL, Status.NONFINITE).astype(jnp.int32)
+    valid = t > 0  # a traced t <= 0 would give an ascent step
+    zeta = jnp.where(finite & valid, -t * (g - mm(x, 2.0 * lam)), jnp.zeros_like(x))
+    status = jnp.where(finite, jnp.where(valid, Status.SUCCESSFUL, Status.INVALID),
+                       Status.NONFINITE).astype(jnp.int32)
+    finite = finite & valid
     zero = jnp.zeros((), jnp.int32)
     info = SubproblemInfo(lam, zero, jnp.zeros((), x.dtype), finite, status, zero, zero,
                           jnp.zeros_like(lam))
@@ -286,6 +294,9 @@ def tangent_prox(
     t = jnp.asarray(t, dtype)
     if reg is None:
         return _solve_smooth(x, g, t)
+    if not hasattr(reg, "prox_jacobian"):
+        raise ValueError(f"reg must be None or a regularizer (rproxjax.l1, rproxjax.l21), "
+                         f"got {reg!r}.")
     reg.check(x.shape)
     reg = jax.tree.map(lambda a: jnp.asarray(a, dtype), reg)
     lam, lam_h = _warm_start(lam, lam_h, r, dtype)
@@ -313,7 +324,8 @@ def _check_arguments(x, g, t, max_steps, linear_solver, method) -> int:
     if jnp.ndim(t) != 0:
         raise ValueError(f"t must be a scalar, got shape {jnp.shape(t)}.")
     _checks.check_positive("t", t)
-    if not isinstance(max_steps, (int, np.integer)) or max_steps < 0:
+    if isinstance(max_steps, bool) or not isinstance(max_steps, (int, np.integer)) or \
+            max_steps < 0:
         raise ValueError(f"max_steps must be a non-negative int, got {max_steps!r}.")
     if linear_solver not in ("auto", "dense", "cg"):
         raise ValueError(

@@ -68,9 +68,16 @@ class SSN:
     def __post_init__(self):
         if self.method not in METHODS:
             raise ValueError(f"unknown ssn_method {self.method!r}; expected one of {METHODS}.")
-        if not isinstance(self.max_steps, int) or isinstance(self.max_steps, bool) or \
-                self.max_steps < 0:
+        steps = _checks.index_or_none(self.max_steps)
+        if steps is None or steps < 0:
             raise ValueError(f"ssn_max_steps must be an int >= 0, got {self.max_steps!r}.")
+        object.__setattr__(self, "max_steps", steps)
+        if self.linear_solver not in ("auto", "dense", "cg"):
+            raise ValueError("linear_solver must be 'auto', 'dense' or 'cg', got "
+                             f"{self.linear_solver!r}.")
+        if self.tol is not None:
+            _checks.check_positive("ssn_tol", self.tol)
+        _checks.check_nonnegative("ssn_rtol", self.rtol)
 
 
 def hyper(name, value):
@@ -112,6 +119,9 @@ def check_params(blocks, params, grads=None):
             raise ValueError(
                 f"grads of shape {jnp.shape(g[0])} do not match params of shape {jnp.shape(x)}."
             )
+        if g and jnp.result_type(g[0]) != jnp.result_type(x):
+            raise ValueError(f"grads (dtype {jnp.result_type(g[0])}) must have the dtype of "
+                             f"params ({jnp.result_type(x)}).")
         return 0
 
     if params is None:
@@ -125,6 +135,12 @@ def blocks_state(blocks, params):
     the runner reports F = f + h with the h found there, whatever the chain."""
     dtype = dtype_of(params)
     return jax.tree.map(lambda a: jnp.asarray(a, dtype), blocks)
+
+
+def check_state(state, cls, name):
+    if not isinstance(state, cls):
+        raise ValueError(f"{name}.update got a {type(state).__name__}, not a {cls.__name__}: "
+                         "an opt_state from another optimizer?")
 
 
 def valid_strengths(blocks):
@@ -184,12 +200,14 @@ def proximal_step(gamma, reg=None, *, blocks=None, retraction: str = "polar",
 
     def update(updates, state, params=None, **extra_args):
         del extra_args
+        check_state(state, ProximalStepState, "proximal_step")
         check_params(blocks, params, updates)
         gam = value_at(gamma, state.count, dtype_of(params))
         zeta, ssn_info = map_blocks(lambda b, x, v, i: b.prox_step(x, v, gam, i, ssn),
                                     blocks, params, updates, state.info.ssn)
         infos = jax.tree.leaves(ssn_info, is_leaf=lambda n: isinstance(n, SubproblemInfo))
-        bad = jnp.any(jnp.stack([i.status == Status.NONFINITE for i in infos]))
+        bad = jnp.any(jnp.stack([(i.status == Status.NONFINITE) | (i.status == Status.INVALID)
+                                 for i in infos]))
         ok = (~state.info.halted & ~bad & all_finite(zeta) & all_finite(updates)
               & valid_step(gam) & valid_strengths(blocks))
         info = StepInfo(guarded(ok, ssn_info, state.info.ssn),
@@ -221,6 +239,7 @@ def subgradient_direction(reg=None, *, blocks=None,
 
     def update(updates, state, params=None, **extra_args):
         del extra_args
+        check_state(state, SubgradientState, "subgradient_direction")
         check_params(blocks, params, updates)
         direction = map_blocks(lambda b, x, g: b.subgradient_direction(x, g),
                                blocks, params, updates)
@@ -263,6 +282,7 @@ def retract(learning_rate, *, blocks=None,
 
     def update(updates, state, params=None, **extra_args):
         del extra_args
+        check_state(state, RetractionState, "retract")
         check_params(blocks, params, updates)
         eta = value_at(learning_rate, state.count, dtype_of(params))
         x_new = map_blocks(lambda b, x, z: b.retract(x, eta * z), blocks, params, updates)

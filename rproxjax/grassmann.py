@@ -55,6 +55,9 @@ def retract(u, v, method: Literal["qr", "polar"] = "polar"):
         raise ValueError(
             f"unknown Grassmann retraction {method!r}; expected one of {RETRACTIONS}."
         )
+    _checks.check_point("u", u)
+    _checks.check_same_shape("u", u, "v", v)
+    _checks.check_same_dtype("u", u, "v", v)
     return _stiefel.retract(u, v, method=method)
 
 
@@ -72,4 +75,5 @@ def principal_angles(u, w):
     _checks.check_point("u", u)
     _checks.check_same_shape("u", u, "w", w)
     s = jnp.linalg.svd(mm(mT(u), w), compute_uv=False)
-    return jnp.flip(jnp.arccos(jnp.clip(s, 0.0, 1.0)), axis=-1)
+    # Singular values come in descending order, so their arccos ascend.
+    return jnp.arccos(jnp.clip(s, 0.0, 1.0))

@@ -1,6 +1,7 @@
 """Geometry of the Stiefel manifold St(d, r) = {X in R^{d x r} : X^T X = I_r}.
 
-The embedded (Euclidean) metric is used throughout. Every function accepts
+The embedded (Euclidean) metric is used throughout (the ``"exp"`` retraction
+follows the geodesics of the canonical metric: see :func:`retract`). Every function accepts
 leading batch dimensions (arrays of shape ``[..., d, r]``), works under
 ``jax.jit``, ``jax.vmap`` and ``jax.grad``, and follows the dtype of its
 inputs (float32 or float64). No function forms a d x d matrix: the cost of
@@ -168,7 +169,10 @@ def retract(x, v, method: Retraction = "polar"):
     * ``"qr"``: qf(X + V), the Q factor with diag(R) > 0.
     * ``"polar"``: (X + V)(I + V^T V)^{-1/2}, computed as the orthonormal polar
       factor of X + V through r x r eigendecompositions.
-    * ``"exp"``: the Riemannian exponential (geodesic) of the embedded metric.
+    * ``"exp"``: the Riemannian exponential (geodesic) of the canonical metric,
+      [X, Q] expm([[A, -R^T], [R, 0]]) [I; 0] with A = X^T V and QR = (I - X X^T) V
+      (Edelman, Arias and Smith 1998, eq. 2.42); a retraction for the embedded
+      metric too, but not its geodesic.
     * ``"cayley"``: (I - W/2)^{-1}(I + W/2) X with
       W = (I - X X^T/2) V X^T - X V^T (I - X X^T/2), through its low-rank
       (Sherman-Morrison-Woodbury) form: a 2r x 2r solve.
@@ -215,8 +219,10 @@ def random_point(key, d: int, r: int, dtype=None, *, shape: tuple[int, ...] = ()
     Returns:
       Array of shape ``shape + (d, r)``.
     """
-    if not (isinstance(d, int) and isinstance(r, int)) or not 1 <= r <= d:
-        raise ValueError(f"random_point needs integers 1 <= r <= d, got d={d}, r={r}.")
+    di, ri = _checks.index_or_none(d), _checks.index_or_none(r)
+    if di is None or ri is None or not 1 <= ri <= di:
+        raise ValueError(f"random_point needs integers 1 <= r <= d, got d={d!r}, r={r!r}.")
+    d, r = di, ri
     if dtype is None:
         dtype = jnp.result_type(float)
     if jnp.dtype(dtype) not in (jnp.float32, jnp.float64):

@@ -152,8 +152,9 @@ def test_command_line(tiny_results, capsys):
                      "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "claims pass" in out and "saved" in out
-    with pytest.raises(ValueError, match="unknown experiment"):
+    with pytest.raises(SystemExit) as exc:  # a usage error on stderr, not a traceback
         cli.main(["nope", "--size", "tiny"])
+    assert exc.value.code == 2 and "unknown experiment" in capsys.readouterr().err
     assert cli.main(["--report", "--out", str(tiny_results)]) == 0
     report = (tiny_results / "README.md").read_text()
     assert "## spca-mnist-r10" in report and "claims" in report.lower()
