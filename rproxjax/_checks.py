@@ -32,6 +32,19 @@ def index_or_none(value):
         return None
 
 
+def check_key(name: str, key) -> None:
+    """A JAX PRNG key: typed (jax.random.key) or raw uint32[2] (jax.random.PRNGKey)."""
+    dtype = getattr(key, "dtype", None)
+    if dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+        if jnp.shape(key) != ():
+            raise ValueError(f"{name} must be a single PRNG key, got a key array of shape "
+                             f"{jnp.shape(key)}.")
+        return
+    if dtype == jnp.uint32 and jnp.shape(key) == (2,):
+        return
+    raise TypeError(f"{name} must be a PRNG key (jax.random.key(seed)), got {key!r}.")
+
+
 def check_array(name: str, array) -> None:
     if not hasattr(array, "dtype") or not hasattr(array, "shape"):
         raise TypeError(f"{name} must be a JAX or NumPy array, got {type(array).__name__}"

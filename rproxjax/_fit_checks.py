@@ -30,12 +30,22 @@ def positive_int(name, value, allow_none=True):
 
 
 def check_key(key):
-    if isinstance(key, jax.Array) and jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
-        if key.shape != ():
-            raise ValueError(f"key must be a single PRNG key, got a key array of shape "
-                             f"{key.shape}.")
-        return
-    raise TypeError(f"key must be a PRNG key (jax.random.key(seed)), got {key!r}.")
+    _checks.check_key("key", key)
+
+
+def check_optimizer(optimizer, state):
+    """fit runs this package's steps: a chain without one could leave the manifold."""
+    if not (hasattr(optimizer, "init") and hasattr(optimizer, "update")):
+        raise TypeError("optimizer must be an optax GradientTransformation (with init and "
+                        f"update), got {type(optimizer).__name__}.")
+    from rproxjax._contract import step_info
+
+    if state is not None and step_info(state) is None:
+        raise ValueError(
+            "optimizer has no rproxjax step (proximal_step, subgradient_direction or manpg): "
+            "fit keeps params on their manifolds only through one; chain optax "
+            "preprocessing before an rproxjax optimizer (e.g. optax.chain(clip, r_prox_sgd))."
+        )
 
 
 def check_opt_state(optimizer, params, opt_state):

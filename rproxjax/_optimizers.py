@@ -112,12 +112,25 @@ def _ssn(ssn_tol, ssn_rtol, ssn_max_steps, linear_solver, ssn_method):
     return SSN(ssn_tol, ssn_rtol, ssn_max_steps, linear_solver, ssn_method)
 
 
-def _prox_chain(estimator, learning_rate, gamma, reg, blocks, retraction, ssn):
+def _chain(name, *links):
+    """``optax.chain(*links)`` whose update says so when given another optimizer's state."""
+    chained = optax.chain(*links)
+
+    def update(updates, state, params=None, **extra_args):
+        if not isinstance(state, tuple) or len(state) != len(links):
+            raise ValueError(f"{name}.update got a state that is not this optimizer's (an "
+                             "opt_state from another optimizer?).")
+        return chained.update(updates, state, params, **extra_args)
+
+    return optax.GradientTransformationExtraArgs(chained.init, update)
+
+
+def _prox_chain(name, estimator, learning_rate, gamma, reg, blocks, retraction, ssn):
     """[estimator,] proximal step, retraction, on the blocks of ``reg``/``blocks``."""
     blocks = as_blocks(reg, blocks, retraction)
     links = [] if estimator is None else [estimator(blocks)]
     links += [proximal_step(gamma, blocks=blocks, ssn=ssn), retract(learning_rate, blocks=blocks)]
-    return optax.chain(*links)
+    return _chain(name, *links)
 
 
 def r_prox_sgd(
@@ -172,7 +185,7 @@ def r_prox_sgd(
         True
     """
     ssn = _ssn(ssn_tol, ssn_rtol, ssn_max_steps, linear_solver, ssn_method)
-    return _prox_chain(None, learning_rate, gamma, reg, blocks, retraction, ssn)
+    return _prox_chain("r_prox_sgd", None, learning_rate, gamma, reg, blocks, retraction, ssn)
 
 
 def r_prox_spb(
@@ -208,7 +221,8 @@ def r_prox_spb(
         :func:`r_prox_sgd`.
     """
     ssn = _ssn(ssn_tol, ssn_rtol, ssn_max_steps, linear_solver, ssn_method)
-    return _prox_chain(lambda b: sarah_estimator(q, blocks=b), learning_rate, gamma, reg,
+    return _prox_chain("r_prox_spb", lambda b: sarah_estimator(q, blocks=b), learning_rate,
+                       gamma, reg,
                        blocks, retraction, ssn)
 
 
@@ -246,7 +260,8 @@ def r_prox_svrg(
       m: snapshot period (a Python int >= 1).
     """
     ssn = _ssn(ssn_tol, ssn_rtol, ssn_max_steps, linear_solver, ssn_method)
-    return _prox_chain(lambda b: svrg_estimator(m, blocks=b), learning_rate, gamma, reg,
+    return _prox_chain("r_prox_svrg", lambda b: svrg_estimator(m, blocks=b), learning_rate,
+                       gamma, reg,
                        blocks, retraction, ssn)
 
 
@@ -290,7 +305,8 @@ def r_prox_sarah(
     if value is not None and float(value) > 1.0:
         raise ValueError(f"alpha is an averaging weight in (0, 1], got {float(value)}.")
     ssn = _ssn(ssn_tol, ssn_rtol, ssn_max_steps, linear_solver, ssn_method)
-    return _prox_chain(lambda b: sarah_estimator(q, blocks=b), alpha, gamma, reg, blocks,
+    return _prox_chain("r_prox_sarah", lambda b: sarah_estimator(q, blocks=b), alpha, gamma,
+                       reg, blocks,
                        retraction, ssn)
 
 
@@ -315,4 +331,5 @@ def r_subgrad(learning_rate: ScalarOrSchedule, reg=None, *, blocks=None,
       retraction: retraction name.
     """
     blocks = as_blocks(reg, blocks, retraction)
-    return optax.chain(subgradient_direction(blocks=blocks), retract(learning_rate, blocks=blocks))
+    return _chain("r_subgrad", subgradient_direction(blocks=blocks),
+                  retract(learning_rate, blocks=blocks))

@@ -101,9 +101,19 @@ class Objective(NamedTuple):
 
 
 def make_objective(loss_fn, batched_loss: bool) -> Objective:
+    """F's smooth part on a batch; a loss that is not a scalar (per sample, or per batch
+    with ``batched_loss``) is an error when the program is traced (streams included)."""
+
+    def checked(out, what):
+        if jnp.shape(out) != ():
+            raise ValueError(f"loss_fn must return a scalar {what}, got shape "
+                             f"{jnp.shape(out)}.")
+        return out
+
     if batched_loss:
-        return Objective(loss_fn)
-    return Objective(lambda x, batch: jnp.mean(jax.vmap(loss_fn, in_axes=(None, 0))(x, batch)))
+        return Objective(lambda x, batch: checked(loss_fn(x, batch), "per batch"))
+    per_sample = jax.vmap(lambda x, z: checked(loss_fn(x, z), "per sample"), in_axes=(None, 0))
+    return Objective(lambda x, batch: jnp.mean(per_sample(x, batch)))
 
 
 @dataclasses.dataclass(frozen=True)

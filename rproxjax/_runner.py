@@ -19,6 +19,7 @@ variance of the estimate, the loss) are not counted.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import sys
 import time
 from typing import Any, NamedTuple
@@ -32,7 +33,13 @@ from rproxjax import _checks
 from rproxjax._blocks import map_blocks
 from rproxjax._compile import compile_once
 from rproxjax._contract import Needs, find_needs
-from rproxjax._fit_checks import check_key, check_loss, check_opt_state, positive_int
+from rproxjax._fit_checks import (
+    check_key,
+    check_loss,
+    check_opt_state,
+    check_optimizer,
+    positive_int,
+)
 from rproxjax._program import EpochProgram, History, make_objective, state_blocks
 from rproxjax._sampling import FiniteSum, Plan, Stream, chunk_steps, is_dataset
 
@@ -173,9 +180,11 @@ def _epoch_keys(key, num_epochs):
 def _prepare(optimizer, loss_fn, params, data, opt_state, settings, batched_loss,
              record_loss, record_variance):
     """(program, number of epochs, initial state) shared by both drivers."""
+    check_optimizer(optimizer, None)
     if opt_state is not None:
         check_opt_state(optimizer, params, opt_state)
     state = optimizer.init(params) if opt_state is None else opt_state
+    check_optimizer(optimizer, state)
     _check_params(state, params)
     needs = find_needs(state)
     objective = make_objective(loss_fn, batched_loss)
@@ -272,7 +281,12 @@ def fit(optimizer, loss_fn, params, data, *, key, batch_size: int | None = None,
     else:
         sizes = chunk_steps(settings.num_steps, program.plan.steps)
         chunks = (program.sampler.chunk(program.plan, steps) for steps in sizes)
-        result = _host_loop(program, carry, chunks, key, progress, len(sizes))
+        first = next(chunks)  # checks loss_fn on the stream's first sample
+        batches = first if program.plan.q is None else first[1]
+        check_loss(loss_fn, params, jax.tree.map(
+            lambda a: a[0] if batched_loss else a[0, 0], batches), batched_loss)
+        result = _host_loop(program, carry, itertools.chain([first], chunks), key, progress,
+                            len(sizes))
     if throw:
         _raise_if_halted(result)
     return result

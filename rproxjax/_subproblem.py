@@ -313,6 +313,8 @@ def tangent_prox(
 
 def _check_arguments(x, g, t, max_steps, linear_solver, method) -> int:
     """Trace-time checks of :func:`tangent_prox`'s arguments; returns r."""
+    _checks.check_array("x", x)
+    _checks.check_array("g", g)
     if jnp.ndim(x) != 2:
         raise ValueError(
             f"tangent_prox takes a single d x r point, got x of shape {jnp.shape(x)}; "

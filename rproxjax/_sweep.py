@@ -5,6 +5,9 @@ from __future__ import annotations
 from typing import Literal
 
 import jax
+import jax.numpy as jnp
+
+from rproxjax import _checks
 
 __all__ = ["sweep"]
 
@@ -39,8 +42,20 @@ def sweep(fn, *args, lanes: Literal["auto", "vmap", "map"] = "auto", batch_size=
     """
     if lanes not in LANES:
         raise ValueError(f"lanes must be one of {LANES}, got {lanes!r}.")
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}.")
     if not args:
         raise ValueError("sweep needs at least one argument to map over.")
+    sizes = {jnp.shape(a)[0] if jnp.ndim(a) else None for a in jax.tree.leaves(args)}
+    if None in sizes:
+        raise ValueError("sweep maps over the leading axis of args: each must have one "
+                         "(a scalar has none).")
+    if len(sizes) != 1:
+        raise ValueError(f"args must have one common leading size (the lanes), got {sizes}.")
+    if batch_size is not None:
+        size = _checks.index_or_none(batch_size)
+        if size is None or size < 1:
+            raise ValueError(f"batch_size must be a positive int or None, got {batch_size!r}.")
     if lanes == "auto":
         lanes = "map" if jax.default_backend() == "cpu" else "vmap"
     if lanes == "vmap":

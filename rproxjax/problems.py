@@ -72,6 +72,15 @@ def spca_objective(x, data, mu, chunk_size: int = 4096):
 
     Computed in chunks of rows (no n x d temporaries beyond a chunk).
     """
+    d, _ = _checks.check_point("x", x)
+    _checks.check_array("data", data)
+    if jnp.ndim(data) != 2 or jnp.shape(data)[1] != d:
+        raise ValueError(f"data must be an n x d array with d = {d} (the rows of x), got shape "
+                         f"{jnp.shape(data)}.")
+    chunk = _checks.index_or_none(chunk_size)
+    if chunk is None or chunk < 1:
+        raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}.")
+    chunk_size = chunk
     n = data.shape[0]
     total = jnp.zeros((), x.dtype)
     for start in range(0, n, chunk_size):
@@ -106,6 +115,9 @@ def stationarity(x, full_grad, gamma, reg, *, retraction: str = "polar"):
     G = (X - Retr_X(xi)) / gamma with xi the subproblem solution for the full
     gradient (design notes section 4). Returns (||G||_F, subproblem info).
     """
+    if jnp.ndim(gamma) != 0:
+        raise ValueError(f"gamma must be a scalar, got shape {jnp.shape(gamma)}.")
+    _checks.check_positive("gamma", gamma)
     xi, info = tangent_prox(x, full_grad, gamma, reg)
     return jnp.linalg.norm(x - stiefel.retract(x, xi, method=retraction)) / gamma, info
 
@@ -153,8 +165,8 @@ def rmc_problem(matrix, mask, lam: float = 1e-3) -> RMCProblem:
             f"matrix and mask must be m x n arrays of one shape, got {matrix.shape} and "
             f"{mask.shape}."
         )
-    if not np.issubdtype(matrix.dtype, np.floating):
-        raise ValueError(f"matrix must be floating, got {matrix.dtype}.")
+    if matrix.dtype not in (np.float32, np.float64):
+        raise ValueError(f"matrix must be floating (float32 or float64), got {matrix.dtype}.")
     if not 0.0 < lam < 1.0:
         raise ValueError(f"lam must be in (0, 1), got {lam}.")
     if not mask.any():
@@ -171,6 +183,13 @@ def rmc_v(u, s, problem: RMCProblem):
     Column j solves ((1 - lam) U_j^T U_j + lam I) v_j = U_j^T (M - S)_j, where
     U_j holds the rows of U observed in column j.
     """
+    _checks.check_point("u", u)
+    if u.shape[0] != problem.m:
+        raise ValueError(f"u must have m = {problem.m} rows (the matrix's), got shape "
+                         f"{u.shape}.")
+    if jnp.shape(s) != problem.values.shape:
+        raise ValueError(f"s must hold one value per observed entry, shape "
+                         f"{problem.values.shape}, got {jnp.shape(s)}.")
     r = u.shape[-1]
     ur = u[problem.rows]
     outer = (ur[:, :, None] * ur[:, None, :]).reshape(-1, r * r)

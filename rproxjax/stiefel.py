@@ -219,6 +219,7 @@ def random_point(key, d: int, r: int, dtype=None, *, shape: tuple[int, ...] = ()
     Returns:
       Array of shape ``shape + (d, r)``.
     """
+    _checks.check_key("key", key)
     di, ri = _checks.index_or_none(d), _checks.index_or_none(r)
     if di is None or ri is None or not 1 <= ri <= di:
         raise ValueError(f"random_point needs integers 1 <= r <= d, got d={d!r}, r={r!r}.")
