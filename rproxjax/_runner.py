@@ -163,8 +163,11 @@ def _stream_plan(needs: Needs, s: _Settings) -> tuple[Plan, int]:
     return Plan(steps, s.batch_size, q, s.refresh_batch_size), -(-s.num_steps // steps)
 
 
-def _ifo0():
-    return jnp.zeros((), jnp.int64 if jax.config.jax_enable_x64 else jnp.int32)
+def _ifo0(initial=0):
+    """The IFO counter's start: ``initial_ifo`` (a Python int >= 0) when a count continues."""
+    if isinstance(initial, bool) or not hasattr(initial, "__index__") or initial < 0:
+        raise ValueError(f"initial_ifo must be an int >= 0, got {initial!r}.")
+    return jnp.asarray(int(initial), jnp.int64 if jax.config.jax_enable_x64 else jnp.int32)
 
 
 def _epoch_keys(key, num_epochs):
@@ -245,6 +248,9 @@ _FIT_ARGS_DOC = """
         (and steps per online chunk: chunk_size // batch_size).
       batched_loss: ``loss_fn(params, batch)`` already returns the mean loss
         over a batch (its leading axis), instead of one sample's loss.
+      initial_ifo: IFOs already spent: ``epoch_ifo`` and ``history.ifo`` count from
+        it. A resumed run counts its own IFOs from 0 unless given the run's
+        ``int(res.epoch_ifo[-1])``.
 """
 
 
@@ -253,7 +259,7 @@ def fit(optimizer, loss_fn, params, data, *, key, batch_size: int | None = None,
         steps_per_epoch: int | None = None, opt_state=None,
         refresh_batch_size: int | None = None, record_loss: bool = False,
         record_variance: bool = False, chunk_size: int = 2048, progress: bool = False,
-        batched_loss: bool = False, throw: bool = False) -> FitResult:
+        batched_loss: bool = False, throw: bool = False, initial_ifo: int = 0) -> FitResult:
     """Runs ``optimizer`` on the per-sample loss ``loss_fn(params, sample)`` from the host.
 
     Finite-sum mode (``data`` a data set of n samples): each epoch draws one
@@ -274,7 +280,7 @@ def fit(optimizer, loss_fn, params, data, *, key, batch_size: int | None = None,
                          refresh_batch_size, chunk_size)
     program, epochs, state = _prepare(optimizer, loss_fn, params, data, opt_state, settings,
                                       batched_loss, record_loss, record_variance)
-    carry = (params, state, _ifo0())
+    carry = (params, state, _ifo0(initial_ifo))
     if program.finite_sum:
         key, keys = _epoch_keys(key, epochs)
         result = _host_loop(program, carry, list(keys), key, progress, epochs)
@@ -317,6 +323,7 @@ fit.__doc__ += _FIT_ARGS_DOC + """      progress: print a progress line per epoc
 
 def _host_loop(program, carry, inputs_iter, key, progress, total):
     """Runs the epochs one compiled call at a time, timing each (compilation excluded)."""
+    carry0_ifo = carry[2]
     finite = program.finite_sum
 
     def epoch(c, element):
@@ -349,7 +356,7 @@ def _host_loop(program, carry, inputs_iter, key, progress, total):
         losses.insert(0, jnp.asarray(jnp.nan, jnp.result_type(*jax.tree.leaves(carry[0]))))
     history = jax.tree.map(lambda *a: jnp.concatenate(a), *hists)
     return FitResult(carry[0], carry[1], history, jnp.stack(losses),
-                     jnp.concatenate([_ifo0()[None], jnp.stack(ifos)]),
+                     jnp.concatenate([carry0_ifo[None], jnp.stack(ifos)]),
                      jnp.asarray(np.asarray(times)), key)
 
 
@@ -358,7 +365,7 @@ def pure_fit(optimizer, loss_fn, params, data, *, key, batch_size: int | None = 
              steps_per_epoch: int | None = None, opt_state=None,
              refresh_batch_size: int | None = None, record_loss: bool = False,
              record_variance: bool = False, chunk_size: int = 2048,
-             batched_loss: bool = False) -> FitResult:
+             batched_loss: bool = False, initial_ifo: int = 0) -> FitResult:
     """:func:`fit` as a pure function: all epochs in one ``lax.scan``, finite-sum mode.
 
     Wrap it in ``jax.jit`` and ``jax.vmap`` (over mu, step sizes or PRNG keys:
@@ -386,7 +393,7 @@ def pure_fit(optimizer, loss_fn, params, data, *, key, batch_size: int | None = 
                          refresh_batch_size, chunk_size)
     program, epochs, state = _prepare(optimizer, loss_fn, params, data, opt_state, settings,
                                       batched_loss, record_loss, record_variance)
-    carry = (params, state, _ifo0())
+    carry = (params, state, _ifo0(initial_ifo))
     loss0 = program.end_loss(carry, None)
     key, keys = _epoch_keys(key, epochs)
 
@@ -397,7 +404,7 @@ def pure_fit(optimizer, loss_fn, params, data, *, key, batch_size: int | None = 
     carry, (hist, losses, ifos) = lax.scan(epoch, carry, keys)
     hist = jax.tree.map(lambda a: a.reshape((-1,) + a.shape[2:]), hist)
     return FitResult(carry[0], carry[1], hist, jnp.concatenate([loss0[None], losses]),
-                     jnp.concatenate([_ifo0()[None], ifos]),
+                     jnp.concatenate([_ifo0(initial_ifo)[None], ifos]),
                      jnp.full((epochs + 1,), jnp.nan), key)
 
 

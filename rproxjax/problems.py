@@ -233,4 +233,7 @@ def rmc_background(params, problem: RMCProblem):
     """The low-rank estimate L = U V_{U,S} (m x n): one background per column/frame."""
     u = params["U"]
     _checks.check_point("U", u)
+    if u.shape[0] != problem.m:
+        raise ValueError(f"U must have m = {problem.m} rows (the matrix's), got shape "
+                         f"{u.shape}.")
     return mm(u, rmc_v(u, params["S"], problem))

@@ -263,3 +263,18 @@ def test_online_runs_exactly_num_steps(planted, spb):
     assert res.history.ifo.shape == (steps,)
     np.testing.assert_array_equal(res.history.ifo, ifo)
     assert float(jnp.max(res.history.feasibility)) < 1e-12
+
+
+def test_resumed_ifo_count_continues_with_initial_ifo(planted):
+    data, x0, _ = planted
+    opt = rproxjax.r_prox_spb(0.3, 0.05, rproxjax.l1(0.2), q=8)
+    kw = dict(batch_size=30)
+    full = rproxjax.fit(opt, _loss, x0, data, key=jax.random.key(5), num_epochs=2, **kw)
+    half = rproxjax.fit(opt, _loss, x0, data, key=jax.random.key(5), num_epochs=1, **kw)
+    rest = rproxjax.fit(opt, _loss, half.params, data, key=half.key, opt_state=half.opt_state,
+                        num_epochs=1, initial_ifo=int(half.epoch_ifo[-1]), **kw)
+    np.testing.assert_array_equal(rest.epoch_ifo, full.epoch_ifo[1:])
+    np.testing.assert_array_equal(rest.history.ifo, full.history.ifo[half.history.ifo.size:])
+    with pytest.raises(ValueError, match="initial_ifo"):
+        rproxjax.fit(opt, _loss, x0, data, key=jax.random.key(5), num_epochs=1,
+                     initial_ifo=-1, **kw)
