@@ -316,6 +316,9 @@ fit.__doc__ += _FIT_ARGS_DOC + """      progress: print a progress line per epoc
         (``history.halted``: a non-finite gradient, subproblem or objective, or an
         invalid traced hyperparameter). By default the flag is data, as in the state.
 
+    An error raised after some epochs (e.g. by an online stream in a later chunk)
+    carries the run so far, a :class:`FitResult`, as ``err.partial_result``.
+
     Returns:
       A :class:`FitResult`.
 """
@@ -333,27 +336,37 @@ def _host_loop(program, carry, inputs_iter, key, progress, total):
 
     programs, end_loss = {}, None  # online: a shorter last chunk is another program
     hists, losses, ifos, times, elapsed = [], [], [], [0.0], 0.0
-    for e, element in enumerate(inputs_iter):
-        shapes = str(jax.tree.map(jnp.shape, element))
-        if shapes not in programs:
-            programs[shapes] = compile_once(epoch, carry, element)
-        if finite and end_loss is None:  # F after each epoch is evaluated outside the timing
-            end_loss = compile_once(lambda c: program.end_loss(c, None), carry)
-            losses.append(end_loss(carry))
-        run_epoch = programs[shapes]
-        start = time.perf_counter()
-        carry, hist, loss = run_epoch(carry, element)
-        jax.block_until_ready(carry)
-        elapsed += time.perf_counter() - start
-        loss = end_loss(carry) if finite else loss
-        hists.append(hist)
-        losses.append(loss)
-        ifos.append(carry[2])
-        times.append(elapsed)
-        if progress:
-            _report(e + 1, total, loss, carry[2], program)
+    try:
+        for e, element in enumerate(inputs_iter):
+            shapes = str(jax.tree.map(jnp.shape, element))
+            if shapes not in programs:
+                programs[shapes] = compile_once(epoch, carry, element)
+            if finite and end_loss is None:  # F after each epoch, outside the timing
+                end_loss = compile_once(lambda c: program.end_loss(c, None), carry)
+                losses.append(end_loss(carry))
+            start = time.perf_counter()
+            carry, hist, loss = programs[shapes](carry, element)
+            jax.block_until_ready(carry)
+            elapsed += time.perf_counter() - start
+            loss = end_loss(carry) if finite else loss
+            hists.append(hist)
+            losses.append(loss)
+            ifos.append(carry[2])
+            times.append(elapsed)
+            if progress:
+                _report(e + 1, total, loss, carry[2], program)
+    except Exception as err:  # e.g. a stream that fails in a later chunk: keep the work done
+        if hists:
+            err.partial_result = _assemble(carry, hists, losses, ifos, times, carry0_ifo, key,
+                                           finite)
+        raise
+    return _assemble(carry, hists, losses, ifos, times, carry0_ifo, key, finite)
+
+
+def _assemble(carry, hists, losses, ifos, times, carry0_ifo, key, finite):
+    """The FitResult of the epochs run so far."""
     if not finite:
-        losses.insert(0, jnp.asarray(jnp.nan, jnp.result_type(*jax.tree.leaves(carry[0]))))
+        losses = [jnp.asarray(jnp.nan, jnp.result_type(*jax.tree.leaves(carry[0])))] + losses
     history = jax.tree.map(lambda *a: jnp.concatenate(a), *hists)
     return FitResult(carry[0], carry[1], history, jnp.stack(losses),
                      jnp.concatenate([carry0_ifo[None], jnp.stack(ifos)]),

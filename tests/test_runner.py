@@ -278,3 +278,20 @@ def test_resumed_ifo_count_continues_with_initial_ifo(planted):
     with pytest.raises(ValueError, match="initial_ifo"):
         rproxjax.fit(opt, _loss, x0, data, key=jax.random.key(5), num_epochs=1,
                      initial_ifo=-1, **kw)
+
+
+def test_a_failing_stream_keeps_the_chunks_already_run(planted):
+    data, x0, _ = planted
+
+    def stream():
+        for i in range(5):  # 5 batches, then a failure of the user's data source
+            yield np.asarray(data[40 * i: 40 * (i + 1)])
+        raise OSError("the data source went away")
+
+    with pytest.raises(OSError, match="went away") as exc:
+        rproxjax.fit(_sgd(0.3), _loss, x0, stream(), key=jax.random.key(0), batch_size=40,
+                     num_steps=9, chunk_size=80)  # chunks of 2 steps
+    partial = exc.value.partial_result
+    assert partial.history.ifo.shape == (4,)  # two whole chunks ran before the failure
+    np.testing.assert_array_equal(partial.epoch_ifo, [0, 80, 160])
+    assert float(rproxjax.stiefel.feasibility(partial.params)) < 1e-12
