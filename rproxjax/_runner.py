@@ -181,8 +181,8 @@ def _epoch_keys(key, num_epochs):
 
 
 def _prepare(optimizer, loss_fn, params, data, opt_state, settings, batched_loss,
-             record_loss, record_variance):
-    """(program, number of epochs, initial state) shared by both drivers."""
+             record_loss, record_variance, initial_ifo):
+    """(program, number of epochs, initial carry (params, state, IFOs)) for both drivers."""
     check_optimizer(optimizer, None)
     if opt_state is not None:
         check_opt_state(optimizer, params, opt_state)
@@ -205,7 +205,7 @@ def _prepare(optimizer, loss_fn, params, data, opt_state, settings, batched_loss
         plan, num_epochs = _stream_plan(needs, settings)
     program = EpochProgram(optimizer, objective, sampler, plan, needs, record_loss,
                            record_variance)
-    return program, num_epochs, state
+    return program, num_epochs, (params, state, _ifo0(initial_ifo))
 
 
 def _is_traced(tree):
@@ -278,9 +278,8 @@ def fit(optimizer, loss_fn, params, data, *, key, batch_size: int | None = None,
     check_key(key)
     settings = _settings(batch_size, num_epochs, num_steps, steps_per_epoch,
                          refresh_batch_size, chunk_size)
-    program, epochs, state = _prepare(optimizer, loss_fn, params, data, opt_state, settings,
-                                      batched_loss, record_loss, record_variance)
-    carry = (params, state, _ifo0(initial_ifo))
+    program, epochs, carry = _prepare(optimizer, loss_fn, params, data, opt_state, settings,
+                                      batched_loss, record_loss, record_variance, initial_ifo)
     if program.finite_sum:
         key, keys = _epoch_keys(key, epochs)
         result = _host_loop(program, carry, list(keys), key, progress, epochs)
@@ -404,9 +403,8 @@ def pure_fit(optimizer, loss_fn, params, data, *, key, batch_size: int | None = 
     check_key(key)
     settings = _settings(batch_size, num_epochs, num_steps, steps_per_epoch,
                          refresh_batch_size, chunk_size)
-    program, epochs, state = _prepare(optimizer, loss_fn, params, data, opt_state, settings,
-                                      batched_loss, record_loss, record_variance)
-    carry = (params, state, _ifo0(initial_ifo))
+    program, epochs, carry = _prepare(optimizer, loss_fn, params, data, opt_state, settings,
+                                      batched_loss, record_loss, record_variance, initial_ifo)
     loss0 = program.end_loss(carry, None)
     key, keys = _epoch_keys(key, epochs)
 
