@@ -12,3 +12,22 @@ import pytest  # noqa: E402
 def tiny_results(tmp_path_factory):
     """One folder per session for the experiments' tiny results (shared with the notebooks)."""
     return tmp_path_factory.mktemp("tiny_results")
+
+
+@pytest.fixture(scope="session")
+def planted():
+    """Sparse PCA data (n = 1200, d = 24) with two planted sparse, orthonormal loadings W:
+    (data, X0 on St(24, 2), W)."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    from rproxjax import stiefel
+
+    d, r, n = 24, 2, 1200
+    w = np.zeros((d, r))
+    w[:4, 0] = 0.5
+    w[4:8, 1] = 0.5
+    key_s, key_e = jax.random.split(jax.random.key(0))
+    s = jax.random.normal(key_s, (n, r)) * jnp.array([4.0, 3.0])
+    data = s @ w.T + 0.3 * jax.random.normal(key_e, (n, d))
+    return data, stiefel.random_point(jax.random.key(1), d, r), w

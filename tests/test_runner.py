@@ -7,27 +7,12 @@ import optax
 import pytest
 
 import rproxjax
-from rproxjax import stiefel
 
 D, R = 24, 2
 
 
 def _loss(x, z):
     return jnp.sum(z**2) - jnp.sum((x.T @ z) ** 2)
-
-
-@pytest.fixture(scope="module")
-def planted():
-    """Sparse PCA data with two planted sparse, orthonormal loadings."""
-    n = 1200
-    w = np.zeros((D, R))
-    w[:4, 0] = 0.5
-    w[4:8, 1] = 0.5
-    key_s, key_e = jax.random.split(jax.random.key(0))
-    s = jax.random.normal(key_s, (n, R)) * jnp.array([4.0, 3.0])
-    data = s @ w.T + 0.3 * jax.random.normal(key_e, (n, D))
-    x0 = stiefel.random_point(jax.random.key(1), D, R)
-    return data, x0, w
 
 
 def _sgd(mu):

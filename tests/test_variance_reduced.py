@@ -106,18 +106,6 @@ def test_svrg_estimator_matches_its_formula_on_the_manifold():
     np.testing.assert_array_equal(optax.tree_utils.tree_get(state, "snapshot"), x0)
 
 
-@pytest.fixture(scope="module")
-def planted():
-    d, r, n = 24, 2, 1200
-    w = np.zeros((d, r))
-    w[:4, 0] = 0.5
-    w[4:8, 1] = 0.5
-    key_s, key_e = jax.random.split(jax.random.key(0))
-    s = jax.random.normal(key_s, (n, r)) * jnp.array([4.0, 3.0])
-    data = s @ w.T + 0.3 * jax.random.normal(key_e, (n, d))
-    return data, stiefel.random_point(jax.random.key(1), d, r), w
-
-
 @pytest.mark.parametrize("name", ["r_prox_svrg", "r_prox_sarah"])
 def test_converges_on_planted_sparse_pca_and_stays_feasible(name, planted):
     data, x0, w = planted
