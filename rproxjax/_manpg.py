@@ -19,8 +19,6 @@ from jax import lax
 
 from rproxjax._blocks import as_blocks, map_blocks, total_sq_norm
 from rproxjax._contract import Needs, StepInfo
-from rproxjax._results import Status
-from rproxjax._subproblem import SubproblemInfo
 from rproxjax._transforms import (
     SSN,
     all_finite,
@@ -31,6 +29,7 @@ from rproxjax._transforms import (
     empty_step_info,
     guarded,
     hyper,
+    prox_directions,
     zeros_like,
 )
 
@@ -114,6 +113,46 @@ def _check_args(gamma, tol, max_backtracks, adaptive):
     return gamma, tol
 
 
+def _objective(blocks, value_fn, x):
+    """F = f + h, with h from the blocks' regularizers."""
+    return value_fn(x) + sum(jax.tree.leaves(map_blocks(lambda b, xb: b.value(xb), blocks, x)))
+
+
+def _step(blocks, ssn, gamma0, tol, adaptive, max_backtracks, grads, state, params, objective):
+    """One ManPG step: the subproblem, the stopping test, the Armijo search, the new state."""
+    dtype = dtype_of(params)
+    tol_, gk = jnp.asarray(tol, dtype), state.gamma
+    settings = dataclasses.replace(ssn, tol=jnp.sqrt(_inner_tol(state, tol_)))
+    zeta, ssn_info, bad = prox_directions(blocks, params, grads, gk, state.info.ssn, settings)
+    znorm2 = total_sq_norm(zeta)
+    stationarity = znorm2 / gk**2
+    f_x = objective(params)
+    # A non-finite gradient, subproblem or objective is never "converged": the
+    # non-finite path returns zeta = 0, which would pass the stationarity test.
+    finite = ~bad & all_finite(grads) & jnp.isfinite(f_x)
+    converged = state.converged | (finite & (stationarity < tol_))
+
+    def trial(alpha):
+        return map_blocks(lambda b, x, z: b.retract(x, alpha * z), blocks, params, zeta)
+
+    alpha, backtracks, f_finite = _armijo(objective, trial, f_x, znorm2, gk, max_backtracks,
+                                          dtype)
+    x_new = trial(alpha)
+    ok = finite & f_finite & all_finite(x_new)
+    move = ~converged & ~state.info.halted
+    halted = state.info.halted | (move & ~ok)
+    move = move & ok
+    info = StepInfo(guarded(ok, ssn_info, state.info.ssn), jnp.sqrt(znorm2), halted)
+    new_state = ManPGState(
+        state.count + move.astype(jnp.int32), info, blocks_state(blocks, params),
+        _next_gamma(adaptive, jnp.asarray(gamma0, dtype), gk, backtracks, move),
+        converged, stationarity, jnp.where(move, alpha, state.alpha),
+        state.num_backtracks + jnp.where(move, backtracks, 0),
+        state.num_inexact + (move & (alpha < 1e-4)).astype(jnp.int32), _NEEDS)
+    return guarded(move, jax.tree.map(jnp.subtract, x_new, params), zeros_like(params)), \
+        new_state
+
+
 def manpg(gamma, reg=None, *, tol, blocks=None, adaptive: bool = False,
           retraction: str = "polar", max_backtracks: int = 14, linear_solver: str = "auto",
           ssn_max_steps: int = 100,
@@ -160,48 +199,13 @@ def manpg(gamma, reg=None, *, tol, blocks=None, adaptive: bool = False,
                           jnp.asarray(gamma, dtype), jnp.bool_(False),
                           jnp.asarray(jnp.inf, dtype), jnp.ones((), dtype), zero, zero, _NEEDS)
 
-    def objective(value_fn, x):
-        return value_fn(x) + sum(jax.tree.leaves(map_blocks(lambda b, xb: b.value(xb), blocks, x)))
-
     def update(grads, state, params=None, *, value_fn=None, **extra_args):
         del extra_args
         if value_fn is None:
             raise ValueError("manpg needs the extra argument value_fn (f, the smooth part).")
         check_state(state, ManPGState, "manpg")
         check_params(blocks, params, grads)
-        dtype = dtype_of(params)
-        tol_, gk = jnp.asarray(tol, dtype), state.gamma
-        settings = dataclasses.replace(ssn, tol=jnp.sqrt(_inner_tol(state, tol_)))
-        zeta, ssn_info = map_blocks(lambda b, x, v, i: b.prox_step(x, v, gk, i, settings),
-                                    blocks, params, grads, state.info.ssn)
-        infos = jax.tree.leaves(ssn_info, is_leaf=lambda n: isinstance(n, SubproblemInfo))
-        bad = jnp.any(jnp.stack([(i.status == Status.NONFINITE) | (i.status == Status.INVALID)
-                                 for i in infos]))
-        znorm2 = total_sq_norm(zeta)
-        stationarity = znorm2 / gk**2
-        f_x = objective(value_fn, params)
-        # A non-finite gradient, subproblem or objective is never "converged": the
-        # non-finite path returns zeta = 0, which would pass the stationarity test.
-        finite = ~bad & all_finite(grads) & jnp.isfinite(f_x)
-        converged = state.converged | (finite & (stationarity < tol_))
-
-        def trial(alpha):
-            return map_blocks(lambda b, x, z: b.retract(x, alpha * z), blocks, params, zeta)
-
-        alpha, backtracks, f_finite = _armijo(lambda x: objective(value_fn, x), trial, f_x,
-                                              znorm2, gk, max_backtracks, dtype)
-        x_new = trial(alpha)
-        ok = finite & f_finite & all_finite(x_new)
-        move = ~converged & ~state.info.halted
-        halted = state.info.halted | (move & ~ok)
-        move = move & ok
-        info = StepInfo(guarded(ok, ssn_info, state.info.ssn), jnp.sqrt(znorm2), halted)
-        return guarded(move, jax.tree.map(jnp.subtract, x_new, params), zeros_like(params)), \
-            ManPGState(
-                state.count + move.astype(jnp.int32), info, blocks_state(blocks, params),
-                _next_gamma(adaptive, jnp.asarray(gamma, dtype), gk, backtracks, move),
-                converged, stationarity, jnp.where(move, alpha, state.alpha),
-                state.num_backtracks + jnp.where(move, backtracks, 0),
-                state.num_inexact + (move & (alpha < 1e-4)).astype(jnp.int32), _NEEDS)
+        return _step(blocks, ssn, gamma, tol, adaptive, max_backtracks, grads, state, params,
+                     lambda x: _objective(blocks, value_fn, x))
 
     return optax.GradientTransformationExtraArgs(init, update)

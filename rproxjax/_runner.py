@@ -180,9 +180,10 @@ def _epoch_keys(key, num_epochs):
     return key, jnp.stack(keys)
 
 
-def _prepare(optimizer, loss_fn, params, data, opt_state, settings, batched_loss,
+def _prepare(optimizer, loss_fn, params, data, key, opt_state, settings, batched_loss,
              record_loss, record_variance, initial_ifo):
     """(program, number of epochs, initial carry (params, state, IFOs)) for both drivers."""
+    check_key(key)
     check_optimizer(optimizer, None)
     if opt_state is not None:
         check_opt_state(optimizer, params, opt_state)
@@ -275,11 +276,11 @@ def fit(optimizer, loss_fn, params, data, *, key, batch_size: int | None = None,
     if _is_traced((params, opt_state, key)):
         raise ValueError("fit drives epochs from the host and cannot be traced; inside "
                          "jax.jit or jax.vmap call rproxjax.pure_fit (same arguments).")
-    check_key(key)
     settings = _settings(batch_size, num_epochs, num_steps, steps_per_epoch,
                          refresh_batch_size, chunk_size)
-    program, epochs, carry = _prepare(optimizer, loss_fn, params, data, opt_state, settings,
-                                      batched_loss, record_loss, record_variance, initial_ifo)
+    program, epochs, carry = _prepare(optimizer, loss_fn, params, data, key, opt_state,
+                                      settings, batched_loss, record_loss, record_variance,
+                                      initial_ifo)
     if program.finite_sum:
         key, keys = _epoch_keys(key, epochs)
         result = _host_loop(program, carry, list(keys), key, progress, epochs)
@@ -400,11 +401,11 @@ def pure_fit(optimizer, loss_fn, params, data, *, key, batch_size: int | None = 
     if not is_dataset(data):
         raise ValueError("pure_fit needs a data set (an array or pytree of arrays); stream "
                          "minibatches with fit.")
-    check_key(key)
     settings = _settings(batch_size, num_epochs, num_steps, steps_per_epoch,
                          refresh_batch_size, chunk_size)
-    program, epochs, carry = _prepare(optimizer, loss_fn, params, data, opt_state, settings,
-                                      batched_loss, record_loss, record_variance, initial_ifo)
+    program, epochs, carry = _prepare(optimizer, loss_fn, params, data, key, opt_state,
+                                      settings, batched_loss, record_loss, record_variance,
+                                      initial_ifo)
     loss0 = program.end_loss(carry, None)
     key, keys = _epoch_keys(key, epochs)
 

@@ -163,6 +163,16 @@ def empty_step_info(blocks, params):
     return StepInfo(ssn, jnp.zeros((), dtype_of(params)), jnp.bool_(False))
 
 
+def prox_directions(blocks, params, v, gamma, ssn_infos, ssn: SSN):
+    """(zeta, subproblem infos, any subproblem non-finite or invalid) over all blocks."""
+    zeta, ssn_info = map_blocks(lambda b, x, g, i: b.prox_step(x, g, gamma, i, ssn),
+                                blocks, params, v, ssn_infos)
+    infos = jax.tree.leaves(ssn_info, is_leaf=lambda n: isinstance(n, SubproblemInfo))
+    bad = jnp.any(jnp.stack([(i.status == Status.NONFINITE) | (i.status == Status.INVALID)
+                             for i in infos]))
+    return zeta, ssn_info, bad
+
+
 class ProximalStepState(NamedTuple):
     """State of :func:`proximal_step`: step count (for a gamma schedule), the
     :class:`StepInfo` record ``info`` and the blocks (with their regularizers)."""
@@ -203,11 +213,7 @@ def proximal_step(gamma, reg=None, *, blocks=None, retraction: str = "polar",
         check_state(state, ProximalStepState, "proximal_step")
         check_params(blocks, params, updates)
         gam = value_at(gamma, state.count, dtype_of(params))
-        zeta, ssn_info = map_blocks(lambda b, x, v, i: b.prox_step(x, v, gam, i, ssn),
-                                    blocks, params, updates, state.info.ssn)
-        infos = jax.tree.leaves(ssn_info, is_leaf=lambda n: isinstance(n, SubproblemInfo))
-        bad = jnp.any(jnp.stack([(i.status == Status.NONFINITE) | (i.status == Status.INVALID)
-                                 for i in infos]))
+        zeta, ssn_info, bad = prox_directions(blocks, params, updates, gam, state.info.ssn, ssn)
         ok = (~state.info.halted & ~bad & all_finite(zeta) & all_finite(updates)
               & valid_step(gam) & valid_strengths(blocks))
         info = StepInfo(guarded(ok, ssn_info, state.info.ssn),
