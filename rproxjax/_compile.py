@@ -37,7 +37,9 @@ def clear_cache() -> None:
 
 
 def _aval_key(value):
-    return (tuple(jnp.shape(value)), str(jnp.result_type(value)))
+    """Shape, dtype and placement: an executable is compiled for its inputs' shardings."""
+    sharding = value.sharding if isinstance(value, jax.Array) else None
+    return (tuple(jnp.shape(value)), str(jnp.result_type(value)), str(sharding))
 
 
 def _evaluator(jaxpr, consts, flat_args):
@@ -63,7 +65,8 @@ def compile_once(fn: Callable, *example_args) -> Callable:
     in_tree = jax.tree.structure(example_args)
     out_tree = jax.tree.structure(out_shape)
     consts = list(closed.consts)
-    key = (str(closed.jaxpr), in_tree, out_tree, tuple(_aval_key(c) for c in consts))
+    key = (str(closed.jaxpr), in_tree, out_tree, tuple(_aval_key(c) for c in consts),
+           tuple(_aval_key(a) for a in in_tree.flatten_up_to(example_args)))
     evaluator = _CACHE.pop(key, None)
     if evaluator is None:
         evaluator = _evaluator(closed.jaxpr, consts, in_tree.flatten_up_to(example_args))

@@ -31,7 +31,7 @@ from rproxjax._contract import (
     step_cost,
     step_info,
 )
-from rproxjax._sampling import Plan, chunked_mean
+from rproxjax._sampling import Plan
 
 __all__ = ["EpochProgram", "History", "Objective"]
 
@@ -133,31 +133,41 @@ class EpochProgram:
         return hasattr(self.sampler, "mean")
 
     def full_loss(self, state, x):
-        return self.sampler.mean(lambda b: self.objective.batch_loss(x, b)) \
-            + self.objective.h(state, x)
+        return self.sampler.mean(self.objective.batch_loss, x) + self.objective.h(state, x)
 
     def full_grad(self, x):
-        return self.sampler.mean(lambda b: self.objective.grad(x, b))
+        return self.sampler.mean(self.objective.grad, x)
 
-    def _extra(self, batch, refresh):
+    def _on_batch(self, fn, x, element, refresh):
+        """fn(x, batch) on a step's batch: a minibatch, or the refresh's large batch."""
+        if not refresh:
+            return self.sampler.apply(fn, x, element, self.plan)
+        if element is None:
+            return self.sampler.mean(fn, x)
+        return self.sampler.apply_large(fn, x, element, self.plan.refresh_size)
+
+    def _extra(self, element, refresh):
         extra = {}
         if self.needs.refresh_every is not None:
             extra["refresh"] = refresh
         if self.needs.grad_fn and not refresh:
-            extra["grad_fn"] = lambda p: self.objective.grad(p, batch)
+            extra["grad_fn"] = lambda p: self._on_batch(self.objective.grad, p, element, False)
         if self.needs.value_fn:
-            extra["value_fn"] = lambda p: self.objective.batch_loss(p, batch)
+            extra["value_fn"] = lambda p: self._on_batch(self.objective.batch_loss, p, element,
+                                                         refresh)
         return extra
 
-    def step(self, carry, g, batch, cost, refresh):
+    def step(self, carry, g, element, cost, refresh):
+        """One update from gradient ``g`` of the batch that ``element`` describes."""
         x, state, ifo = carry
         g_true = self.full_grad(x) if self.record_variance else None
-        updates, state = self.optimizer.update(g, state, x, **self._extra(batch, refresh))
+        updates, state = self.optimizer.update(g, state, x, **self._extra(element, refresh))
         x_new = optax.apply_updates(x, updates)
         ifo = ifo + cost
-        return (x_new, state, ifo), self._history(x_new, state, ifo, g, g_true, refresh, batch)
+        return (x_new, state, ifo), self._history(x_new, state, ifo, g, g_true, refresh,
+                                                  element)
 
-    def _history(self, x, state, ifo, g, g_true, refresh, batch):
+    def _history(self, x, state, ifo, g, g_true, refresh, element):
         dtype = jnp.result_type(*jax.tree.leaves(x))
         info = step_info(state)
         steps, residual, status = ssn_totals(info, dtype)
@@ -168,38 +178,29 @@ class EpochProgram:
             variance = total_sq_norm(jax.tree.map(jnp.subtract, v, g_true))
         if self.record_loss:
             loss = self.full_loss(state, x) if self.finite_sum else \
-                self.objective.batch_loss(x, batch) + self.objective.h(state, x)
+                self._on_batch(self.objective.batch_loss, x, element, refresh) \
+                + self.objective.h(state, x)
         return History(ifo, zeta_norm, steps, residual, status,
                        self.objective.feasibility(state, x),
                        any_halted(state), jnp.bool_(refresh), variance, loss)
 
     def _plain(self, carry, inputs):
         def body(c, element):
-            batch = self.sampler.get(element, self.plan)
-            g = self.objective.grad(c[0], batch)
-            return self.step(c, g, batch, step_cost(self.needs, self.plan.batch_size), False)
+            g = self._on_batch(self.objective.grad, c[0], element, False)
+            return self.step(c, g, element, step_cost(self.needs, self.plan.batch_size), False)
 
         return lax.scan(body, carry, inputs)
-
-    def _refresh_gradient(self, x, big):
-        if big is None:
-            return self.full_grad(x), None, refresh_cost(self.sampler.n)
-        batch = self.sampler.get(big, self.plan)
-        size = self.plan.refresh_size
-        g = chunked_mean(lambda b: self.objective.grad(x, b), batch, size,
-                         getattr(self.sampler, "chunk_size", 2048))
-        return g, batch, refresh_cost(size)
 
     def _blocks(self, carry, inputs):
         def block(c, block_inputs):
             small, big = block_inputs
-            g_big, batch_big, cost = self._refresh_gradient(c[0], big)
-            c, h0 = self.step(c, g_big, batch_big, cost, True)
+            g_big = self._on_batch(self.objective.grad, c[0], big, True)
+            cost = refresh_cost(self.sampler.n if big is None else self.plan.refresh_size)
+            c, h0 = self.step(c, g_big, big, cost, True)
 
             def inner(c2, element):
-                batch = self.sampler.get(element, self.plan)
-                g = self.objective.grad(c2[0], batch)
-                return self.step(c2, g, batch, step_cost(self.needs, self.plan.batch_size),
+                g = self._on_batch(self.objective.grad, c2[0], element, False)
+                return self.step(c2, g, element, step_cost(self.needs, self.plan.batch_size),
                                  False)
 
             c, hs = lax.scan(inner, c, small)

@@ -42,6 +42,7 @@ from rproxjax._fit_checks import (
 )
 from rproxjax._program import EpochProgram, History, make_objective, state_blocks
 from rproxjax._sampling import FiniteSum, Plan, Stream, chunk_steps, is_dataset
+from rproxjax._sharding import ShardedFiniteSum, data_mesh
 
 __all__ = ["FitResult", "History", "fit", "pure_fit"]
 
@@ -181,7 +182,7 @@ def _epoch_keys(key, num_epochs):
 
 
 def _prepare(optimizer, loss_fn, params, data, key, opt_state, settings, batched_loss,
-             record_loss, record_variance, initial_ifo):
+             record_loss, record_variance, initial_ifo, mesh=None, data_axis=None):
     """(program, number of epochs, initial carry (params, state, IFOs)) for both drivers."""
     check_key(key)
     check_optimizer(optimizer, None)
@@ -196,10 +197,19 @@ def _prepare(optimizer, loss_fn, params, data, key, opt_state, settings, batched
         sampler = FiniteSum(data, settings.chunk_size)  # checks the leading sample axis
         if sampler.n < 1:
             raise ValueError("data holds no sample (leading axis of size 0).")
-        sample = jax.tree.map(lambda a: a[:2] if batched_loss else a[0], data)
+        sample = jax.tree.map(  # shapes only: check_loss evaluates shapes
+            lambda a: jax.ShapeDtypeStruct(((min(2, a.shape[0]),) if batched_loss else ())
+                                           + a.shape[1:], a.dtype), data)
         check_loss(loss_fn, params, sample, batched_loss)
         plan, num_epochs = _finite_plan(needs, sampler.n, settings)
+        placement = data_mesh(data, mesh, data_axis)
+        if placement is not None:
+            sampler = ShardedFiniteSum(data, *placement, settings.chunk_size)
+            sampler.check_plan(plan)
     else:
+        if mesh is not None or data_axis is not None:
+            raise ValueError("mesh= shards a data set; an online stream is not sharded (give "
+                             "each process its own stream, see the README's Scaling out).")
         if record_variance:
             raise ValueError("record_variance needs the full gradient: finite-sum mode only.")
         sampler = Stream(data, settings.batch_size)
@@ -252,6 +262,16 @@ _FIT_ARGS_DOC = """
       initial_ifo: IFOs already spent: ``epoch_ifo`` and ``history.ifo`` count from
         it. A resumed run counts its own IFOs from 0 unless given the run's
         ``int(res.epoch_ifo[-1])``.
+      mesh: a ``jax.sharding.Mesh``: data-parallel run, the samples split
+        evenly over the devices of its axis ``data_axis`` (default: its only
+        axis). Each device draws b / k samples of every minibatch from its own
+        shard (its own permutation), the gradients are all-reduced, and the
+        point and the optimizer state are replicated; n, ``batch_size`` and
+        ``refresh_batch_size`` must be multiples of k. Data placed beforehand
+        with a ``NamedSharding`` over the leading axis are run so without
+        ``mesh`` (in :func:`fit`; under ``jax.jit`` pass ``mesh``). Finite-sum
+        mode only; see the README's "Scaling out".
+      data_axis: the mesh axis that splits the samples.
 """
 
 
@@ -260,7 +280,8 @@ def fit(optimizer, loss_fn, params, data, *, key, batch_size: int | None = None,
         steps_per_epoch: int | None = None, opt_state=None,
         refresh_batch_size: int | None = None, record_loss: bool = False,
         record_variance: bool = False, chunk_size: int = 2048, progress: bool = False,
-        batched_loss: bool = False, throw: bool = False, initial_ifo: int = 0) -> FitResult:
+        batched_loss: bool = False, throw: bool = False, initial_ifo: int = 0,
+        mesh=None, data_axis: str | None = None) -> FitResult:
     """Runs ``optimizer`` on the per-sample loss ``loss_fn(params, sample)`` from the host.
 
     Finite-sum mode (``data`` a data set of n samples): each epoch draws one
@@ -280,7 +301,7 @@ def fit(optimizer, loss_fn, params, data, *, key, batch_size: int | None = None,
                          refresh_batch_size, chunk_size)
     program, epochs, carry = _prepare(optimizer, loss_fn, params, data, key, opt_state,
                                       settings, batched_loss, record_loss, record_variance,
-                                      initial_ifo)
+                                      initial_ifo, mesh, data_axis)
     if program.finite_sum:
         key, keys = _epoch_keys(key, epochs)
         result = _host_loop(program, carry, list(keys), key, progress, epochs)
@@ -378,7 +399,8 @@ def pure_fit(optimizer, loss_fn, params, data, *, key, batch_size: int | None = 
              steps_per_epoch: int | None = None, opt_state=None,
              refresh_batch_size: int | None = None, record_loss: bool = False,
              record_variance: bool = False, chunk_size: int = 2048,
-             batched_loss: bool = False, initial_ifo: int = 0) -> FitResult:
+             batched_loss: bool = False, initial_ifo: int = 0, mesh=None,
+             data_axis: str | None = None) -> FitResult:
     """:func:`fit` as a pure function: all epochs in one ``lax.scan``, finite-sum mode.
 
     Wrap it in ``jax.jit`` and ``jax.vmap`` (over mu, step sizes or PRNG keys:
@@ -405,7 +427,7 @@ def pure_fit(optimizer, loss_fn, params, data, *, key, batch_size: int | None = 
                          refresh_batch_size, chunk_size)
     program, epochs, carry = _prepare(optimizer, loss_fn, params, data, key, opt_state,
                                       settings, batched_loss, record_loss, record_variance,
-                                      initial_ifo)
+                                      initial_ifo, mesh, data_axis)
     loss0 = program.end_loss(carry, None)
     key, keys = _epoch_keys(key, epochs)
 

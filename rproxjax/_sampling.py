@@ -96,8 +96,17 @@ class FiniteSum:
     def batch(self, indices):
         return take(self.data, indices)
 
-    def mean(self, fn):
-        return chunked_mean(fn, self.data, self.n, self.chunk_size)
+    def mean(self, fn, x):
+        """fn(x, batch) averaged over the n samples (in chunks)."""
+        return chunked_mean(lambda b: fn(x, b), self.data, self.n, self.chunk_size)
+
+    def apply(self, fn, x, element, plan: Plan):
+        """fn(x, batch) on the minibatch of one step's ``element``."""
+        return fn(x, self.get(element, plan))
+
+    def apply_large(self, fn, x, element, size: int):
+        """fn(x, batch) averaged over a large batch of ``size`` indices (in chunks)."""
+        return chunked_mean(lambda b: fn(x, b), self.batch(element), size, self.chunk_size)
 
     def epoch_inputs(self, key, plan: Plan):
         """Index arrays of one epoch: (steps, b), or ((blocks, q - 1, b), refresh indices)."""
@@ -162,10 +171,17 @@ class Stream:
         small = jax.tree.map(lambda a: a[None], self._take(steps - 1))
         return small, big
 
-
     @staticmethod
     def get(element, plan: Plan):
         return element
+
+    @staticmethod
+    def apply(fn, x, element, plan: Plan):
+        return fn(x, element)
+
+    @staticmethod
+    def apply_large(fn, x, element, size: int):
+        return chunked_mean(lambda b: fn(x, b), element, size, 2048)
 
 
 def chunk_steps(num_steps: int, per_chunk: int) -> list[int]:

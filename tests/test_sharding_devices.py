@@ -1,0 +1,119 @@
+"""Data-parallel runs on 4 devices (run by test_sharding.py in a subprocess with
+XLA_FLAGS=--xla_force_host_platform_device_count=4; skipped in a 1-device process).
+
+Each run is compared with a single-device reference on the same per-shard samples
+(tests/sharding_reference.py: the loop, gradients and updates written out by hand).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import rproxjax
+from rproxjax import _compile
+from rproxjax.problems import spca_loss
+from tests.sharding_reference import reference_blocks, reference_plain
+
+pytestmark = pytest.mark.skipif(jax.device_count() < 4,
+                                reason="needs 4 devices (run through test_sharding.py)")
+
+K, N, D, R, B = 4, 64, 12, 3, 8
+
+
+@pytest.fixture(scope="module")
+def problem():
+    z = jax.random.normal(jax.random.key(0), (N, D), jnp.float64)
+    x0 = rproxjax.stiefel.random_point(jax.random.key(1), D, R, jnp.float64)
+    return z, x0, jax.make_mesh((K,), ("data",))
+
+
+def test_r_prox_sgd_matches_the_single_device_reference(problem):
+    z, x0, mesh = problem
+    opt = rproxjax.r_prox_sgd(0.1, 0.5, rproxjax.l1(0.05))
+    res = rproxjax.fit(opt, spca_loss, x0, z, key=jax.random.key(2), batch_size=B,
+                       num_epochs=2, mesh=mesh)
+    ref = reference_plain(opt, x0, z, jax.random.key(2), B, 2, K)
+    np.testing.assert_allclose(res.params, ref, rtol=0, atol=1e-10)
+    assert np.asarray(res.history.ifo)[-1] == 2 * N  # IFOs as on one device
+    assert res.params.sharding.is_fully_replicated
+
+
+@pytest.mark.parametrize("refresh", [None, 16])
+def test_r_prox_spb_matches_the_single_device_reference(problem, refresh):
+    z, x0, mesh = problem
+    opt = rproxjax.r_prox_spb(0.5, 0.5, rproxjax.l1(0.05), q=4)
+    res = rproxjax.fit(opt, spca_loss, x0, z, key=jax.random.key(3), batch_size=B,
+                       num_epochs=2, refresh_batch_size=refresh, mesh=mesh)
+    ref = reference_blocks(opt, x0, z, jax.random.key(3), B, 4, 2, K, refresh)
+    np.testing.assert_allclose(res.params, ref, rtol=0, atol=1e-10)
+
+
+def test_manpg_full_batches_match_the_single_device_run(problem):
+    z, x0, mesh = problem
+    opt = rproxjax.manpg(0.5, rproxjax.l1(0.05), tol=1e-10)
+    a = rproxjax.fit(opt, spca_loss, x0, z, key=jax.random.key(4), num_epochs=4, mesh=mesh,
+                     record_loss=True)
+    b = rproxjax.fit(opt, spca_loss, x0, z, key=jax.random.key(4), num_epochs=4,
+                     record_loss=True)
+    np.testing.assert_allclose(a.params, b.params, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(a.history.loss, b.history.loss, rtol=1e-12)
+    np.testing.assert_array_equal(a.history.ifo, b.history.ifo)
+
+
+def test_data_placed_beforehand_and_pure_fit_under_jit_agree(problem):
+    z, x0, mesh = problem
+    opt = rproxjax.r_prox_sgd(0.1, 0.5, rproxjax.l1(0.05))
+    kwargs = dict(key=jax.random.key(5), batch_size=B, num_epochs=2)
+    a = rproxjax.fit(opt, spca_loss, x0, z, mesh=mesh, **kwargs)
+    placed = jax.device_put(z, NamedSharding(mesh, P("data")))
+    b = rproxjax.fit(opt, spca_loss, x0, placed, **kwargs)  # the mesh read off the data
+    c = jax.jit(lambda data: rproxjax.pure_fit(opt, spca_loss, x0, data, mesh=mesh,
+                                               **kwargs).params)(z)
+    np.testing.assert_array_equal(a.params, b.params)
+    np.testing.assert_allclose(a.params, c, rtol=0, atol=1e-12)
+
+
+def test_compiled_epoch_all_reduces_gradients_and_gathers_no_data(problem):
+    z, x0, mesh = problem
+    _compile.clear_cache()
+    for opt in (rproxjax.r_prox_sgd(0.1, 0.5, rproxjax.l1(0.05)),
+                rproxjax.r_prox_spb(0.5, 0.5, rproxjax.l1(0.05), q=4)):
+        rproxjax.fit(opt, spca_loss, x0, z, key=jax.random.key(6), batch_size=B,
+                     num_epochs=1, mesh=mesh)
+    texts = [compiled.as_text() for compiled in _compile._CACHE.values()]
+    assert len(texts) == 4  # two epoch programs, two end-of-epoch losses
+    for text in texts:
+        assert "all-reduce" in text
+        assert "all-gather" not in text
+
+
+@pytest.mark.parametrize("n, kwargs, match", [
+    (66, dict(batch_size=8), "do not split evenly"),
+    (64, dict(batch_size=6), "batch_size = 6 does not split"),
+    (64, dict(batch_size=8, refresh_batch_size=10), "refresh_batch_size = 10"),
+])
+def test_sizes_that_do_not_split_over_the_devices_are_errors(problem, n, kwargs, match):
+    _, x0, mesh = problem
+    z = jax.random.normal(jax.random.key(0), (n, D), jnp.float64)
+    opt = rproxjax.r_prox_spb(0.5, 0.5, rproxjax.l1(0.05), q=4)
+    with pytest.raises(ValueError, match=match):
+        rproxjax.fit(opt, spca_loss, x0, z, key=jax.random.key(0), num_epochs=1, mesh=mesh,
+                     **kwargs)
+
+
+def test_a_mesh_of_two_axes_needs_the_data_axis(problem):
+    z, x0, _ = problem
+    mesh = jax.make_mesh((2, 2), ("data", "model"))
+    opt = rproxjax.r_prox_sgd(0.1, 0.5, rproxjax.l1(0.05))
+    with pytest.raises(ValueError, match="name the data axis"):
+        rproxjax.fit(opt, spca_loss, x0, z, key=jax.random.key(0), batch_size=B,
+                     num_epochs=1, mesh=mesh)
+    res = rproxjax.fit(opt, spca_loss, x0, z, key=jax.random.key(7), batch_size=B,
+                       num_epochs=1, mesh=mesh, data_axis="data")
+    ref = reference_plain(opt, x0, z, jax.random.key(7), B, 1, 2)
+    np.testing.assert_allclose(res.params, ref, rtol=0, atol=1e-10)
