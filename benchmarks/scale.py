@@ -23,6 +23,9 @@ compiled, run once from X0 (warm-up: the subproblems are then warm-started, X is
 then timed from the warmed-up point and state ``--repeats`` times in round-robin with the
 other methods; time per step = median / S, ratio = method / R-Subgrad of the same rounds.
 
+With ``--linear-solvers dense cg``, R-ProxSGD is also timed with each Newton linear solver
+forced (the default ``"auto"`` picks one by r).
+
 Part (b), the sweep: ``jax.jit(jax.vmap(run))`` over K = 8 and 64 values of mu in
 ``geomspace(0.05, 0.8, K)``, where ``run(mu)`` builds R-ProxSGD inside and calls ``pure_fit``
 for S steps from X0 (same key for every lane, so the lanes share their minibatches), against
@@ -60,7 +63,8 @@ DTYPES = ("float32", "float64")
 MU = 0.2
 GAMMA = 0.1
 METHODS = ("subgrad", "sgd", "spb")
-NAMES = {"subgrad": "R-Subgrad", "sgd": "R-ProxSGD", "spb": "R-ProxSPB (amortized)"}
+NAMES = {"subgrad": "R-Subgrad", "sgd": "R-ProxSGD", "spb": "R-ProxSPB (amortized)",
+         "sgd_dense": "R-ProxSGD, linear_solver=dense", "sgd_cg": "R-ProxSGD, linear_solver=cg"}
 
 
 def make_data(d, r, b, dtype, seed=0):
@@ -84,8 +88,9 @@ def make_opt(method, mu, steps):
     schedule = rproxjax.inverse_sqrt_schedule(1.0)
     if method == "subgrad":
         return rproxjax.r_subgrad(schedule, reg)
-    if method == "sgd":
-        return rproxjax.r_prox_sgd(schedule, GAMMA, reg)
+    if method.startswith("sgd"):
+        solver = method[4:] or "auto"
+        return rproxjax.r_prox_sgd(schedule, GAMMA, reg, linear_solver=solver)
     return rproxjax.r_prox_spb(1.0, GAMMA, reg, q=steps)
 
 
@@ -172,7 +177,8 @@ def bench_size(size, dtype, args):
         return opt, jax.jit(fn)
 
     fns, states = {}, {}
-    for m in METHODS:
+    methods = METHODS + tuple(f"sgd_{ls}" for ls in args.linear_solvers)
+    for m in methods:
         opt, fns[m] = method_fn(m)
         states[m] = opt.init(x0)
     res = {"d": d, "r": r, "b": b, "n": int(data.shape[0]), "dtype": dtype, "steps": steps}
@@ -186,7 +192,7 @@ def bench_size(size, dtype, args):
     res["seconds"] = time.perf_counter() - tic
     st = res["steps_table"]
     line = ", ".join(f"{NAMES[m]} {1e3 * st[m]['time_s']:.3f} ms (x{st[m]['ratio']:.2f}, "
-                     f"N={st[m]['newton_steps']:.2f})" for m in METHODS)
+                     f"N={st[m]['newton_steps']:.2f})" for m in st)
     sw = "; ".join(f"vmap {k}: x{v['ratio']:.2f} (lockstep N {v['newton_lockstep']:.2f})"
                    for k, v in res.get("sweep", {}).items())
     print(f"{dtype} (d, r, b) = {size}: {line}; {sw} [{res['seconds']:.0f} s]", flush=True)
@@ -206,7 +212,7 @@ def tables(results):
         if "error" in res:
             step_rows.append((*head, "ERROR", res["error"][:60], "-", "-", "-", "-", "-"))
             continue
-        for m in METHODS:
+        for m in res["steps_table"]:
             s = res["steps_table"][m]
             step_rows.append((*head, NAMES[m], f"{1e3 * s['time_s']:.3f}", f"{s['ratio']:.2f}",
                               f"{s['paired_ratio']:.2f}",
@@ -230,6 +236,8 @@ def main(argv=None):
     parser.add_argument("--sweep-repeats", type=int, default=3)
     parser.add_argument("--lanes", nargs="+", type=int, default=[8, 64])
     parser.add_argument("--no-sweep", action="store_true")
+    parser.add_argument("--linear-solvers", nargs="*", default=[], choices=["dense", "cg"],
+                        help="also time R-ProxSGD with these Newton linear solvers")
     parser.add_argument("--name", default=f"scale_{jax.default_backend()}",
                         help="results file name (default scale_<backend>)")
     parser.add_argument("--no-save", action="store_true")

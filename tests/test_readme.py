@@ -22,6 +22,9 @@ def test_readme_examples_run(namespace):
     assert bool(namespace["info"].converged)
     assert float(namespace["rproxjax"].stiefel.feasibility(namespace["x"])) < 1e-10
     assert namespace["params"].shape == (4, 784, 10)
+    sharded = namespace["sharded"]  # the Scaling out example
+    assert float(sharded.epoch_loss[-1]) < float(sharded.epoch_loss[0])
+    assert float(namespace["rproxjax"].stiefel.feasibility(sharded.params)) < 1e-4
 
 
 def test_readme_rmc_example_improves_on_its_start(namespace):
