@@ -34,11 +34,14 @@ __all__ = ["METHODS", "SubproblemInfo", "default_tol", "tangent_prox"]
 
 Array = Any
 
-#: r at and above which ``linear_solver="auto"`` uses conjugate gradients. With the
-#: secant rule the dense systems take fewer and more uniform steps at r = 15 on real
-#: subproblems (benchmarks/results/subproblem_real.md: max 10 against 30 steps) for a
-#: similar time per call; from r = 20 dense systems cost several times more.
-CG_THRESHOLD = 16
+#: r at and above which ``linear_solver="auto"`` uses conjugate gradients. Inside runs the
+#: subproblems are near-degenerate (sparse X), where CG needs many iterations: R-ProxSGD on
+#: 2 CPU cores ran 1.9x faster with dense systems at r = 32 (d = 4096, float64) and 1.5x
+#: slower at r = 64 (d = 16384); on an H200 a CG Newton step cost 6.4 ms at r = 32 (a loop
+#: of small launches) and CG's mean time per call was 8.6x dense's at r = 15
+#: (benchmarks/results/scale_cpu*.md, scale_gpu_d4096.md, subproblem_real_gpu.md). On
+#: well-conditioned single calls CG wins from r = 15 on (linear_solver.md).
+CG_THRESHOLD = 33
 #: Newton rules: ``"secant"`` (default), ``"adaptive"`` (plain steps, secant on
 #: demand) and ``"reference"`` (the ManPG code's rule).
 METHODS = ("secant", "adaptive", "reference")
@@ -262,7 +265,7 @@ def tangent_prox(
         ||E||_F <= tol + rtol * ||zeta||_F (0 by default). ||E|| is the
         tangency defect of zeta and bounds its error up to a small factor.
       max_steps: most Newton steps (static).
-      linear_solver: ``"dense"``, ``"cg"``, or ``"auto"`` (dense for r <= 15).
+      linear_solver: ``"dense"``, ``"cg"``, or ``"auto"`` (dense for r <= 32).
       method: ``"secant"``, ``"adaptive"`` or ``"reference"`` (static).
 
     Returns:

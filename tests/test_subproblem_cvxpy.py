@@ -114,6 +114,7 @@ _GRID = [
     ("l21", 40, 4, 0.5, 5, L21_FACTORS),
     ("l21", 100, 10, 1.0, 6, L21_FACTORS),
     ("l21", 150, 16, 0.7, 7, L21_FACTORS),
+    ("l1", 100, 34, 1.0, 9, (0.2,)),
 ]
 INSTANCES = [
     Instance(kind, d, r, t, f=f, seed=seed) for kind, d, r, t, seed, fs in _GRID for f in fs
@@ -124,7 +125,7 @@ SLOW_INSTANCES = [Instance("l21", 200, 20, 1.5, f=f, seed=8) for f in L21_FACTOR
 # "auto" choice is dense (r < CG_THRESHOLD) and one whose "auto" choice is CG.
 SOLVER_PAIRS = [
     Instance("l21", 100, 10, 1.0, f=1.0, seed=6),
-    Instance("l1-col", 120, 16, 1.0, f=0.2, seed=4),
+    Instance("l1", 100, 34, 1.0, f=0.2, seed=9),
 ]
 assert all(p in INSTANCES for p in SOLVER_PAIRS)
 assert any(inst.r >= CG_THRESHOLD for inst in INSTANCES)
