@@ -39,6 +39,7 @@ results record the device; nothing here is a test.
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import time
 import traceback
@@ -171,10 +172,10 @@ def bench_size(size, dtype, args):
     def method_fn(m):
         opt = make_opt(m, MU, steps)
 
-        def fn(x, state, k):
+        def fn(x, state, k, data):  # the data an argument, not a compiled-in constant
             return rproxjax.pure_fit(opt, spca_loss, x, data, key=k, batch_size=b,
                                      num_epochs=1, steps_per_epoch=steps, opt_state=state)
-        return opt, jax.jit(fn)
+        return opt, functools.partial(jax.jit(fn), data=data)
 
     fns, states = {}, {}
     methods = METHODS + tuple(f"sgd_{ls}" for ls in args.linear_solvers)

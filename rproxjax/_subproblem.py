@@ -35,12 +35,14 @@ __all__ = ["METHODS", "SubproblemInfo", "default_tol", "tangent_prox"]
 Array = Any
 
 #: r at and above which ``linear_solver="auto"`` uses conjugate gradients. Inside runs the
-#: subproblems are near-degenerate (sparse X), where CG needs many iterations: R-ProxSGD on
-#: 2 CPU cores ran 1.9x faster with dense systems at r = 32 (d = 4096, float64) and 1.5x
-#: slower at r = 64 (d = 16384); on an H200 a CG Newton step cost 6.4 ms at r = 32 (a loop
-#: of small launches) and CG's mean time per call was 8.6x dense's at r = 15
-#: (benchmarks/results/scale_cpu*.md, scale_gpu_d4096.md, subproblem_real_gpu.md). On
-#: well-conditioned single calls CG wins from r = 15 on (linear_solver.md).
+#: subproblems grow near-degenerate as X gets sparse, and CG then needs many iterations: at
+#: r = 32 (d = 4096, float64, 2 CPU cores) R-ProxSGD's steps with CG cost 0.77x, 1.16x and
+#: 3.5x those with dense systems after 10, 20 and 60 steps (linear_solver_runs.md); on an
+#: H200 a CG Newton step cost 6.4 ms at r = 32 (a loop of small launches), and CG's mean
+#: time per call was 8.6x dense's on the real r = 15 subproblems (scale_gpu_d4096.md,
+#: subproblem_real_gpu.md). On well-conditioned single calls CG wins from r = 15 on
+#: (linear_solver.md); beyond r = 32 dense systems (r^2 (r + 1)^2 / 4 entries) are not
+#: measured in runs and CG stays the default.
 CG_THRESHOLD = 33
 #: Newton rules: ``"secant"`` (default), ``"adaptive"`` (plain steps, secant on
 #: demand) and ``"reference"`` (the ManPG code's rule).
