@@ -117,3 +117,17 @@ def test_a_mesh_of_two_axes_needs_the_data_axis(problem):
                        num_epochs=1, mesh=mesh, data_axis="data")
     ref = reference_plain(opt, x0, z, jax.random.key(7), B, 1, 2)
     np.testing.assert_allclose(res.params, ref, rtol=0, atol=1e-10)
+
+
+def test_vmap_over_mu_of_a_sharded_pure_fit_equals_the_single_runs(problem):
+    z, x0, mesh = problem
+
+    def run(mu):
+        opt = rproxjax.r_prox_sgd(0.1, 0.5, rproxjax.l1(mu))
+        return rproxjax.pure_fit(opt, spca_loss, x0, z, key=jax.random.key(8), batch_size=B,
+                                 num_epochs=1, mesh=mesh).params
+
+    mus = jnp.array([0.01, 0.05, 0.2])
+    lanes = jax.jit(jax.vmap(run))(mus)
+    single = jnp.stack([jax.jit(run)(m) for m in mus])
+    np.testing.assert_allclose(lanes, single, rtol=0, atol=1e-12)
