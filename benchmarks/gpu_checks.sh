@@ -3,13 +3,17 @@
 # image (jax, optax, chex, pytest and pytest-xdist installed, no network): from the repository
 # root there, `bash benchmarks/gpu_checks.sh` (at most 7 minutes and 40 s; give the call
 # timeout_s=480 and keep the device time for a rerun of one part: `bash
-# benchmarks/gpu_checks.sh scale` runs only that part). JAX's default TF32 float32 matmuls stay
+# benchmarks/gpu_checks.sh scale` runs only that part; parts: tests rest step_cost scale
+# scale64 subproblem_real). JAX's default TF32 float32 matmuls stay
 # on: the library must not need the global setting. Writes to $OUT (or ./gpu_out), at most 7
 # files so that all come back:
 #   log.txt           the JAX version and devices, then the test runs on the GPU (pytest -v,
 #                     8 workers): first the geometry, subproblem, precision and optimizer files,
 #                     then (part `rest`, not run by default) the rest of the suite;
-#   step_cost.{md,json}, subproblem_real.{md,json}, scale_gpu.{md,json}   the benchmarks.
+#   step_cost.{md,json}, subproblem_real.{md,json}, scale_gpu.{md,json}   the benchmarks
+#                     (scale64: scale_gpu64.{md,json}, the float64 rows). On an H200 each
+#                     (size, dtype) of scale.py compiles 6 programs of 5-17 s each: the three
+#                     sizes of one dtype need about 5 minutes (SCALE_TIMEOUT=300).
 set -uo pipefail
 mkdir -p "${OUT:-gpu_out}"
 out="$(cd "${OUT:-gpu_out}" && pwd)"
@@ -33,9 +37,11 @@ for part in $parts; do
           echo "rc=$?" >> "$log"; tail -2 "$log" ;;
     step_cost) (cd benchmarks && timeout 170 python3 step_cost.py --repeats 3 --sweep-repeats 2 \
                 && cp results/step_cost.md results/step_cost.json "$out/") >> "$log" 2>&1 ;;
-    scale) (cd benchmarks && timeout 150 python3 scale.py --steps 50 --repeats 3 \
-                --sweep-repeats 2 --name scale_gpu; \
-            cp results/scale_gpu.md results/scale_gpu.json "$out/") >> "$log" 2>&1 ;;
+    scale|scale64) dt=float32; [ "$part" = scale64 ] && dt=float64
+           (cd benchmarks && timeout "${SCALE_TIMEOUT:-150}" python3 scale.py --dtypes $dt \
+                --steps 30 --repeats 3 --sweep-repeats 2 --name "${part/scale/scale_gpu}"; \
+            cp results/"${part/scale/scale_gpu}".md results/"${part/scale/scale_gpu}".json \
+                "$out/") >> "$log" 2>&1 ;;
     subproblem_real) (cd benchmarks && timeout 70 python3 subproblem_real.py --repeats 2 \
                       && cp results/subproblem_real.md results/subproblem_real.json "$out/") \
                      >> "$log" 2>&1 ;;
