@@ -5,10 +5,10 @@ Run from the repository root (a few minutes on a 2-core CPU)::
     python benchmarks/linear_solver.py            # table, saved
     python benchmarks/linear_solver.py --no-save
 
-The library's ``linear_solver="auto"`` takes the dense r(r+1)/2 system for r <= 32 and
-matrix-free CG from r = 33 on (from r = 15, then 16, before: inside runs, on near-degenerate
-subproblems, dense systems won at r = 15 and 32; see ``scale.py --linear-solvers``). This
-script measures
+The library's ``linear_solver="auto"`` takes the dense r(r+1)/2 system for r <= 15 and
+matrix-free CG from r = 16 on (from r = 15 before the secant rule, whose dense systems take
+fewer steps at r = 15 on real subproblems: ``subproblem_real.py``; inside runs at r = 32 see
+``linear_solver_runs.py``). This script measures
 both paths on the sparse-PCA-like
 instances of ``benchmarks/subproblem.py`` (cold and warm calls, float64, median wall time
 of a compiled call after warm-up) so that the threshold can be set from data.

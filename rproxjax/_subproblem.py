@@ -34,16 +34,14 @@ __all__ = ["METHODS", "SubproblemInfo", "default_tol", "tangent_prox"]
 
 Array = Any
 
-#: r at and above which ``linear_solver="auto"`` uses conjugate gradients. Inside runs the
-#: subproblems grow near-degenerate as X gets sparse, and CG then needs many iterations: at
-#: r = 32 (d = 4096, float64, 2 CPU cores) R-ProxSGD's steps with CG cost 0.77x, 1.16x and
-#: 3.5x those with dense systems after 10, 20 and 60 steps (linear_solver_runs.md); on an
-#: H200 a CG Newton step cost 6.4 ms at r = 32 (a loop of small launches), and CG's mean
-#: time per call was 8.6x dense's on the real r = 15 subproblems (scale_gpu_d4096.md,
-#: subproblem_real_gpu.md). On well-conditioned single calls CG wins from r = 15 on
-#: (linear_solver.md); beyond r = 32 dense systems (r^2 (r + 1)^2 / 4 entries) are not
-#: measured in runs and CG stays the default.
-CG_THRESHOLD = 33
+#: r at and above which ``linear_solver="auto"`` uses conjugate gradients. With the
+#: secant rule the dense systems take fewer and more uniform steps at r = 15 on real
+#: subproblems (benchmarks/results/subproblem_real.md: max 10 against 30 steps) for a
+#: similar time per call; at r = 32 inside R-ProxSGD runs CG's steps cost 0.6x the dense
+#: ones (linear_solver_runs.md). On an H200, with the regularization of loose solves then
+#: 1e-4 ||E||, a CG Newton step cost 6.4 ms at r = 32 (scale_gpu_d4096.md): not yet
+#: re-measured there with the present one.
+CG_THRESHOLD = 16
 #: Newton rules: ``"secant"`` (default), ``"adaptive"`` (plain steps, secant on
 #: demand) and ``"reference"`` (the ManPG code's rule).
 METHODS = ("secant", "adaptive", "reference")
@@ -150,7 +148,7 @@ def _solve(x, g, t, reg, lam, lam_h, tol, rtol, max_steps: int, use_cg: bool, me
         lam = smooth + lam_h
     if method in ("secant", "adaptive"):
         step = functools.partial(_ssn_steps.secant_step, passes=SECANT_PASSES,
-                                 adaptive=method == "adaptive")
+                                 adaptive=method == "adaptive", loose=rtol > 0)
     else:
         step = _ssn_steps.reference_step
     step = functools.partial(step, x, xt, t, reg, tol, use_cg)
@@ -267,7 +265,7 @@ def tangent_prox(
         ||E||_F <= tol + rtol * ||zeta||_F (0 by default). ||E|| is the
         tangency defect of zeta and bounds its error up to a small factor.
       max_steps: most Newton steps (static).
-      linear_solver: ``"dense"``, ``"cg"``, or ``"auto"`` (dense for r <= 32).
+      linear_solver: ``"dense"``, ``"cg"``, or ``"auto"`` (dense for r <= 15).
       method: ``"secant"``, ``"adaptive"`` or ``"reference"`` (static).
 
     Returns:
