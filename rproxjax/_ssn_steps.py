@@ -38,7 +38,7 @@ LINE_SEARCH_PASSES = 6
 # (rtol > 0, the stochastic optimizers'), which stop long before the fast local regime
 # that a small regularization buys. Measured (benchmarks/results/hard_subproblems.md and
 # subproblem_real.md, float64): at rtol 1e-2 the degenerate r = 32 subproblems take a mean
-# of 3.0 (max 4) adaptive steps with 1.0 against 23.0 (max 35) with 1e-4, and the MNIST
+# of 3.2 (max 4) adaptive steps with 1.0 against 23.9 (max 39) with 1e-4, and the MNIST
 # ones 0.78 / 1.06 (r = 10 / 15) against 0.78 / 1.12; at tol 1e-8 the MNIST ones take
 # 2.19 / 3.38 secant steps with 1e-4 against 2.97 / 5.03 with 1.0.
 RHO_SCALE = 1e-4
