@@ -13,15 +13,19 @@ update) and the previous multiplier's regularizer part ``lam_h`` are kept: the s
 the step solved. As the solutions get sparser (nonzeros per column of Y = X + zeta: median
 106 -> 44, minimum 68 -> 17 < r), the Newton matrix is singular on more coordinates.
 
-Each subproblem is solved by ``rproxjax.tangent_prox`` with each rule ("adaptive", the
-stochastic optimizers' default; "secant"; "reference", cold-started) at the stochastic
-stopping test (``rtol=1e-2``, default tol) and at ``tol=1e-8`` (``rtol=0``), at most 200
-steps; the table gives the steps per instance and the mean (``!`` = not converged).
+The instances are captured with the former regularization of loose solves
+(``_ssn_steps.LOOSE_RHO_SCALE`` = 1e-4, pinned: the run that produces them does not change
+with the rule measured). Each subproblem is solved by ``rproxjax.tangent_prox`` with each
+rule ("adaptive", the stochastic optimizers' default, also with the former 1e-4; "secant";
+"reference", cold-started) at the stochastic stopping test (``rtol=1e-2``, default tol) and
+at ``tol=1e-8`` (``rtol=0``), at most 200 steps; the table gives the steps per instance and
+the mean (``!`` = not converged).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
 
 import jax
@@ -34,6 +38,7 @@ import optax  # noqa: E402
 import optax.tree_utils as otu  # noqa: E402
 
 import rproxjax  # noqa: E402
+from rproxjax import _ssn_steps  # noqa: E402
 from rproxjax.problems import spca_loss  # noqa: E402
 
 try:  # run as a script: benchmarks/ is on sys.path
@@ -45,11 +50,33 @@ except ImportError:  # run as `python -m benchmarks.hard_subproblems`
 D, R, B = scale.SIZES[1]
 Q, GAMMA, MU = 10, 0.1, 0.2
 RULES = ("adaptive", "secant", "reference")
+#: The regularization scale of loose solves before this release (then RHO_SCALE for all).
+FORMER_LOOSE_RHO = 1e-4
 STOPS = {"rtol 1e-2": (None, 1e-2), "tol 1e-8": (1e-8, 0.0)}
 
 
+@contextlib.contextmanager
+def loose_rho(value):
+    """The secant rule's regularization scale of loose solves set to ``value`` (module
+    constant, read when a solve is traced: caches cleared on entry and exit)."""
+    old = _ssn_steps.LOOSE_RHO_SCALE
+    _ssn_steps.LOOSE_RHO_SCALE = value
+    jax.clear_caches()
+    try:
+        yield
+    finally:
+        _ssn_steps.LOOSE_RHO_SCALE = old
+        jax.clear_caches()
+
+
 def capture():
-    """The 10 subproblems of the second block: [(x, v, lam_h)]."""
+    """The 10 subproblems of the second block: [(x, v, lam_h)], captured with the former
+    regularization of loose solves (pinned, so that the instances do not move with it)."""
+    with loose_rho(FORMER_LOOSE_RHO):
+        return _capture()
+
+
+def _capture():
     data = scale.make_data(D, R, B, jnp.float64)
     x = rproxjax.stiefel.random_point(jax.random.key(0), D, R, jnp.float64)
     opt = rproxjax.r_prox_spb(1.0, GAMMA, rproxjax.l1(MU), q=Q)
@@ -86,8 +113,11 @@ def main(argv=None):
     machine = _timing.machine_info()
     subs = capture()
     rows, results, nnz = [], {}, [None] * len(subs)
-    for stop, (tol, rtol) in STOPS.items():
-        for rule in RULES:
+    runs = [(stop, rule, None) for stop in STOPS for rule in RULES]
+    runs[1:1] = [("rtol 1e-2", "adaptive", FORMER_LOOSE_RHO)]  # the former loose rule
+    for stop, rule, rho in runs:
+        tol, rtol = STOPS[stop]
+        with loose_rho(_ssn_steps.LOOSE_RHO_SCALE if rho is None else rho):
             steps, conv = [], []
             for i, (x, v, lam_h) in enumerate(subs):
                 warm = {} if rule == "reference" else {"lam_h": lam_h}
@@ -98,8 +128,9 @@ def main(argv=None):
                 conv.append(bool(info.converged))
                 if rule == "secant" and rtol == 0:  # Y = X + zeta of the tight solve
                     nnz[i] = np.sum(np.asarray(x + zeta) != 0, axis=0)
-            results[f"{stop} {rule}"] = {"steps": steps, "converged": conv}
-            rows.append((stop, rule, " ".join(f"{s}{'' if c else '!'}"
+            name = rule if rho is None else f"{rule}, former loose rho {rho:g}"
+            results[f"{stop} {name}"] = {"steps": steps, "converged": conv}
+            rows.append((stop, name, " ".join(f"{s}{'' if c else '!'}"
                                               for s, c in zip(steps, conv, strict=True)),
                          f"{np.mean(steps):.1f}", sum(not c for c in conv)))
             print(rows[-1], flush=True)
