@@ -85,9 +85,6 @@ class _Settings:
     chunk_size: int
 
 
-_positive_int = positive_int
-
-
 def _settings(batch_size, num_epochs, num_steps, steps_per_epoch, refresh_batch_size,
               chunk_size) -> _Settings:
     """The sizes as Python ints (NumPy integers accepted), each checked by name."""
@@ -118,7 +115,7 @@ def _check_params(state, params):
 def _finite_plan(needs: Needs, n: int, s: _Settings) -> tuple[Plan, int]:
     """(epoch plan, number of epochs) in finite-sum mode."""
     b = n if s.batch_size is None and needs.full_batch else s.batch_size
-    _positive_int("batch_size", b, allow_none=False)
+    positive_int("batch_size", b, allow_none=False)
     if b > n:
         raise ValueError(f"batch_size = {b} exceeds the number of samples n = {n}.")
     if needs.full_batch and b != n:
@@ -130,7 +127,7 @@ def _finite_plan(needs: Needs, n: int, s: _Settings) -> tuple[Plan, int]:
     if s.refresh_batch_size is not None and not 1 <= s.refresh_batch_size <= n:
         raise ValueError(f"refresh_batch_size must be in [1, n = {n}], got "
                          f"{s.refresh_batch_size}.")
-    _positive_int("steps_per_epoch", s.steps_per_epoch)
+    positive_int("steps_per_epoch", s.steps_per_epoch)
     steps = s.steps_per_epoch
     if steps is None:
         steps = n // b if q is None else max(1, (n // b) // (q - 1)) * q
@@ -141,13 +138,13 @@ def _finite_plan(needs: Needs, n: int, s: _Settings) -> tuple[Plan, int]:
         if s.num_steps is None:
             raise ValueError("give num_epochs (or num_steps) in finite-sum mode.")
         num_epochs = -(-s.num_steps // steps)
-    _positive_int("num_epochs", num_epochs, allow_none=False)
+    positive_int("num_epochs", num_epochs, allow_none=False)
     refresh = s.refresh_batch_size if s.refresh_batch_size not in (None, n) else None
     return Plan(steps, b, q, refresh), num_epochs
 
 
 def _stream_plan(needs: Needs, s: _Settings) -> tuple[Plan, int]:
-    _positive_int("batch_size", s.batch_size, allow_none=False)
+    positive_int("batch_size", s.batch_size, allow_none=False)
     if not isinstance(s.num_steps, int) or s.num_steps < 1:
         raise ValueError("online mode needs num_steps, a positive int.")
     if needs.full_batch:

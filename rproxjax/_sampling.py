@@ -172,10 +172,6 @@ class Stream:
         return small, big
 
     @staticmethod
-    def get(element, plan: Plan):
-        return element
-
-    @staticmethod
     def apply(fn, x, element, plan: Plan):
         return fn(x, element)
 

@@ -106,7 +106,7 @@ class ShardedFiniteSum:
                 f"{self.n % self.shards}]) so that k divides n.")
         self.n_local = self.n // self.shards
         self.chunk_size = min(chunk_size, self.n_local)
-        self.data = _place(data, NamedSharding(mesh, P(axis)))
+        self.data = _place(data, NamedSharding(self.mesh, P(axis)))
 
     def check_plan(self, plan: Plan):
         for name, size in (("batch_size", plan.batch_size),
