@@ -13,11 +13,12 @@ update) and the previous multiplier's regularizer part ``lam_h`` are kept: the s
 the step solved. As the solutions get sparser (nonzeros per column of Y = X + zeta: median
 106 -> 44, minimum 68 -> 17 < r), the Newton matrix is singular on more coordinates.
 
-The instances are captured with the former regularization of loose solves
-(``_ssn_steps.LOOSE_RHO_SCALE`` = 1e-4, pinned: the run that produces them does not change
-with the rule measured). Each subproblem is solved by ``rproxjax.tangent_prox`` with each
-rule ("adaptive", the stochastic optimizers' default, also with the former 1e-4; "secant";
-"reference", cold-started) at the stochastic stopping test (``rtol=1e-2``, default tol) and
+The instances are captured with the first rule of loose solves (``_ssn_steps``:
+LOOSE_RHO_SCALE = 1e-4 with the secant shift, pinned: the run that produces them does not
+change with the rule measured). Each subproblem is solved by ``rproxjax.tangent_prox`` with
+each rule ("adaptive", the stochastic optimizers' default, also with the two former rules of
+loose solves: regularization 1e-4 with the shift, and 1.0 with it; "secant"; "reference",
+cold-started) at the stochastic stopping test (``rtol=1e-2``, default tol) and
 at ``tol=1e-8`` (``rtol=0``), at most 200 steps; the table gives the steps per instance and
 the mean (``!`` = not converged).
 """
@@ -50,29 +51,33 @@ except ImportError:  # run as `python -m benchmarks.hard_subproblems`
 D, R, B = scale.SIZES[1]
 Q, GAMMA, MU = 10, 0.1, 0.2
 RULES = ("adaptive", "secant", "reference")
-#: The regularization scale of loose solves before this release (then RHO_SCALE for all).
-FORMER_LOOSE_RHO = 1e-4
+#: The rules of loose solves before this release, (LOOSE_RHO_SCALE, LOOSE_SECANT_SHIFT):
+#: first RHO_SCALE with the shift, then 1.0 with the shift.
+FIRST_LOOSE_RULE = (1e-4, True)
+SHIFTED_LOOSE_RULE = (1.0, True)
 STOPS = {"rtol 1e-2": (None, 1e-2), "tol 1e-8": (1e-8, 0.0)}
 
 
 @contextlib.contextmanager
-def loose_rho(value):
-    """The secant rule's regularization scale of loose solves set to ``value`` (module
-    constant, read when a solve is traced: caches cleared on entry and exit)."""
-    old = _ssn_steps.LOOSE_RHO_SCALE
-    _ssn_steps.LOOSE_RHO_SCALE = value
+def loose_rule(rule):
+    """The secant rule's treatment of loose solves set to ``rule`` = (regularization scale,
+    shift or not), module constants read when a solve is traced (caches cleared on entry and
+    exit); ``None`` keeps the present one."""
+    old = (_ssn_steps.LOOSE_RHO_SCALE, _ssn_steps.LOOSE_SECANT_SHIFT)
+    if rule is not None:
+        _ssn_steps.LOOSE_RHO_SCALE, _ssn_steps.LOOSE_SECANT_SHIFT = rule
     jax.clear_caches()
     try:
         yield
     finally:
-        _ssn_steps.LOOSE_RHO_SCALE = old
+        _ssn_steps.LOOSE_RHO_SCALE, _ssn_steps.LOOSE_SECANT_SHIFT = old
         jax.clear_caches()
 
 
 def capture():
     """The 10 subproblems of the second block: [(x, v, lam_h)], captured with the former
-    regularization of loose solves (pinned, so that the instances do not move with it)."""
-    with loose_rho(FORMER_LOOSE_RHO):
+    rule of loose solves (pinned, so that the instances do not move with it)."""
+    with loose_rule(FIRST_LOOSE_RULE):
         return _capture()
 
 
@@ -114,10 +119,11 @@ def main(argv=None):
     subs = capture()
     rows, results, nnz = [], {}, [None] * len(subs)
     runs = [(stop, rule, None) for stop in STOPS for rule in RULES]
-    runs[1:1] = [("rtol 1e-2", "adaptive", FORMER_LOOSE_RHO)]  # the former loose rule
-    for stop, rule, rho in runs:
+    runs[1:1] = [("rtol 1e-2", "adaptive", FIRST_LOOSE_RULE),  # the former loose rules
+                 ("rtol 1e-2", "adaptive", SHIFTED_LOOSE_RULE)]
+    for stop, rule, former in runs:
         tol, rtol = STOPS[stop]
-        with loose_rho(_ssn_steps.LOOSE_RHO_SCALE if rho is None else rho):
+        with loose_rule(former):
             steps, conv = [], []
             for i, (x, v, lam_h) in enumerate(subs):
                 warm = {} if rule == "reference" else {"lam_h": lam_h}
@@ -128,7 +134,8 @@ def main(argv=None):
                 conv.append(bool(info.converged))
                 if rule == "secant" and rtol == 0:  # Y = X + zeta of the tight solve
                     nnz[i] = np.sum(np.asarray(x + zeta) != 0, axis=0)
-            name = rule if rho is None else f"{rule}, former loose rho {rho:g}"
+            name = rule if former is None else (
+                f"{rule}, former loose rule (rho {former[0]:g}, with shift)")
             results[f"{stop} {name}"] = {"steps": steps, "converged": conv}
             rows.append((stop, name, " ".join(f"{s}{'' if c else '!'}"
                                               for s, c in zip(steps, conv, strict=True)),

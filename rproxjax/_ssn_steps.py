@@ -8,7 +8,8 @@ Y = prox_{t h}(W) with its generalized Jacobian, and E = X^T Y + Y^T X - 2I.
   gradient E). The Newton matrix's diagonal is raised to the coordinate secant
   curvature (:mod:`rproxjax._secant`), and the step length is the exact minimizer of
   phi along the direction (bracketed Newton on the monotone piecewise-linear phi'),
-  or the full step s = 1 where that has the smaller residual.
+  or the full step s = 1 where that has the smaller residual. Solves with a relative
+  stopping test (the stochastic optimizers') skip the shift and regularize more.
   The "adaptive" rule takes plain dual Newton steps until one makes too little progress.
 * :func:`reference_step`: the reference ManPG code's rule: regularization
   0.2 min(||E||, 0.1) and backtracking on ||E||^2 (s halved down to 1e-3, the last
@@ -44,6 +45,15 @@ LINE_SEARCH_PASSES = 6
 # one-off measurement on the same instances, not a benchmark script), hence two scales.
 RHO_SCALE = 1e-4
 LOOSE_RHO_SCALE = 1.0
+# Loose solves skip the secant shift (a ``lax.cond`` on the traced flag: a real branch
+# unless vmapped lanes have different tolerances). Its breakpoint walk is r^2 d work per
+# step, 70% of a secant step at d = 784, r = 10 (350 of 500 us, float64, CPU), and at
+# rtol 1e-2 it saves few steps: the captured MNIST subproblems take 0.81 / 1.09 adaptive
+# steps without it against 0.78 / 1.06 with it (r = 10 / 15), the degenerate r = 32 set
+# 3.5 (max 5) against 3.2 (max 4) (benchmarks/subproblem_real.md, hard_subproblems.md).
+# Solves to an absolute tolerance keep it: without it the MNIST r = 15 ones take 9.6
+# (max 78) secant steps at tol 1e-8 against 3.4 (max 10). Read when a solve is traced.
+LOOSE_SECANT_SHIFT = False
 # Adaptive rule: plain steps regularized like the reference (0.2 min(||E||, 0.1)) until a
 # step cuts ||E|| by less than ESCALATE (measured on the captured MNIST subproblems:
 # 0.2 is as good as 0.05-0.8 and the secant rule itself at rtol 1e-2).
@@ -141,16 +151,18 @@ def secant_step(x, xt, t, reg, tol, use_cg, escalated, lam, w, y, jac, e, norm_e
     the call: its later steps add the secant shift (a ``lax.cond``: skipped work in a
     plain or ``lax.map``-ped call, both branches under ``vmap``). ``loose`` (traced: the
     call has a relative stopping test) raises the secant steps' regularization to
-    LOOSE_RHO_SCALE."""
+    LOOSE_RHO_SCALE and, unless LOOSE_SECANT_SHIFT, drops their shift: the step is then a
+    regularized dual Newton step with the exact line search."""
     eps = jnp.finfo(x.dtype).eps
     secant_scale = jnp.where(loose, LOOSE_RHO_SCALE, RHO_SCALE)
+    with_shift = jnp.bool_(True) if LOOSE_SECANT_SHIFT else ~jnp.asarray(loose)
     if adaptive:
-        shift = lax.cond(escalated, lambda: reg.secant_shift(w, x, e, t, passes),
-                         lambda: jnp.zeros_like(e))
+        with_shift = with_shift & escalated
         scale = jnp.where(escalated, secant_scale, PLAIN_RHO_SCALE)
     else:
-        shift = reg.secant_shift(w, x, e, t, passes)
         scale = secant_scale
+    shift = lax.cond(with_shift, lambda: reg.secant_shift(w, x, e, t, passes),
+                     lambda: jnp.zeros_like(e))
     # To an absolute tolerance a small regularization: 0.2 ||E|| (the reference) throttles
     # convergence once the secant shift handles the flat directions; 4t eps keeps the
     # matrix definite.

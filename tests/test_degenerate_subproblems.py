@@ -4,11 +4,15 @@ At (d, r, b) = (1024, 32, 200), mu = 0.2, the second block's subproblems have so
 with columns of fewer than r nonzeros (a singular Newton matrix). When this test was
 written, the adaptive rule took a mean of 20.9 Newton steps on them at rtol 1e-2 with the
 regularization of loose solves at 1e-4 ||E||, and 3.7 (max 5) with LOOSE_RHO_SCALE = 1.0
-(the same comparison at d = 4096 is benchmarks/hard_subproblems.py). Step counts are
-deterministic, so the goal is asserted, with the stopping test checked independently.
+(the same comparison at d = 4096 is benchmarks/hard_subproblems.py); with the secant shift
+then dropped from loose solves, 4.3 (max 6) against 3.6 (max 5) with it. The instances are
+captured with the first rule (pinned). Step counts are deterministic, so the goal is
+asserted, with the stopping test checked independently.
 """
 
 from __future__ import annotations
+
+import contextlib
 
 import jax
 import jax.numpy as jnp
@@ -18,6 +22,7 @@ import optax.tree_utils as otu
 import pytest
 
 import rproxjax
+from rproxjax import _ssn_steps
 from rproxjax.problems import spca_loss
 
 D, R, B, Q, MU, GAMMA = 1024, 32, 200, 10, 0.2, 0.1
@@ -36,8 +41,27 @@ def _data():
     return jnp.dot(s, u.T, precision="highest") + 0.5 * jax.random.normal(k_e, (8 * B, D))
 
 
+@contextlib.contextmanager
+def _first_loose_rule():
+    """The kernel's first rule for loose solves (regularization 1e-4 ||E|| with the secant
+    shift) while the instances are captured: they do not move with the rule under test."""
+    old = (_ssn_steps.LOOSE_RHO_SCALE, _ssn_steps.LOOSE_SECANT_SHIFT)
+    _ssn_steps.LOOSE_RHO_SCALE, _ssn_steps.LOOSE_SECANT_SHIFT = 1e-4, True
+    jax.clear_caches()
+    try:
+        yield
+    finally:
+        _ssn_steps.LOOSE_RHO_SCALE, _ssn_steps.LOOSE_SECANT_SHIFT = old
+        jax.clear_caches()
+
+
 def capture():
     """[(X, V, previous lam_h)] of the 10 steps of R-ProxSPB's second block."""
+    with _first_loose_rule():
+        return _capture()
+
+
+def _capture():
     data = _data()
     x = rproxjax.stiefel.random_point(jax.random.key(0), D, R)
     opt = rproxjax.r_prox_spb(1.0, GAMMA, rproxjax.l1(MU), q=Q)
