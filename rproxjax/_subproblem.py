@@ -47,6 +47,12 @@ CG_THRESHOLD = 16
 METHODS = ("secant", "adaptive", "reference")
 #: Breakpoints walked per coordinate by the secant rule.
 SECANT_PASSES = 3
+#: How ``jax.vmap`` batches a solve (read when it is traced): ``None`` (default) maps
+#: the lanes one after another (``jax.custom_batching.sequential_vmap``) on CPU and runs
+#: one batched Newton loop elsewhere; ``True`` / ``False`` force either. On CPU a batched
+#: loop runs every lane for as many steps as the slowest needs, and its kernels, already
+#: small, gain nothing from the batch (benchmarks/results/step_cost.md).
+SEQUENTIAL_LANES = None
 
 
 class SubproblemInfo(NamedTuple):
@@ -177,9 +183,24 @@ def _solve(x, g, t, reg, lam, lam_h, tol, rtol, max_steps: int, use_cg: bool, me
     return zeta, info
 
 
+def sequential_lanes() -> bool:
+    """Whether a ``jax.vmap``-ed solve runs its lanes one after another: on CPU, unless
+    :data:`SEQUENTIAL_LANES` says otherwise."""
+    if SEQUENTIAL_LANES is None:
+        return jax.default_backend() == "cpu"
+    return bool(SEQUENTIAL_LANES)
+
+
 @functools.partial(jax.jit, static_argnames=("max_steps", "use_cg", "method"))
 def _solve_jit(x, g, t, reg, lam, lam_h, tol, rtol, max_steps, use_cg, method):
-    return _solve(x, g, t, reg, lam, lam_h, tol, rtol, max_steps, use_cg, method)
+    def solve(x, g, t, reg, lam, lam_h, tol, rtol):
+        return _solve(x, g, t, reg, lam, lam_h, tol, rtol, max_steps, use_cg, method)
+
+    if sequential_lanes():
+        # Under vmap, a batched while_loop runs every lane until the slowest ends, and on
+        # CPU a lane's small kernels gain nothing from batching: map the lanes instead.
+        solve = jax.custom_batching.sequential_vmap(solve)
+    return solve(x, g, t, reg, lam, lam_h, tol, rtol)
 
 
 @jax.jit
@@ -225,7 +246,11 @@ def tangent_prox(
     per shape, dtype and static setting and does not retrace when ``t``, the
     regularizer's strength, ``lam``, ``lam_h`` or the tolerances change value.
     It can be ``jax.vmap``-ed over ``x``, ``g``, ``t``, ``lam`` and the
-    regularizer (for instance over many values of mu).
+    regularizer (for instance over many values of mu). On CPU the lanes of a
+    vmapped solve run one after another, each for its own number of Newton
+    steps (``jax.custom_batching.sequential_vmap``), while the work around it
+    (gradients) stays batched; on accelerators they form one batched loop that
+    runs until its slowest lane ends (``_subproblem.SEQUENTIAL_LANES``).
 
     Methods:
 
@@ -235,12 +260,15 @@ def tangent_prox(
       Jacobian for l21) and an exact line search on phi. On degenerate
       subproblems (columns of Y with fewer nonzeros than r, where the
       generalized Jacobian is singular) it takes few and uniform steps.
+      With a relative stopping test (``rtol > 0``) the shift is skipped and
+      the regularization raised: at such tolerances the shift saved few
+      steps and cost 70% of a step (``rproxjax._ssn_steps``).
     * ``"adaptive"``: plain dual Newton steps (no secant shift) until a
       step cuts ||E|| by less than 5x, then the secant rule. Cheaper per call
       where few steps are needed (loose tolerances, the stochastic
       optimizers' default), a few more steps on degenerate problems at tight
-      tolerances. Under ``jax.vmap`` its switch runs both branches: use
-      ``"secant"`` there.
+      tolerances. In a batched (accelerator) ``jax.vmap`` its switch runs
+      both branches: use ``"secant"`` there for tight solves.
     * ``"reference"``: the reference ManPG code's rule (regularization
       0.2 min(||E||, 0.1), backtracking on ||E||^2), kept to reproduce its
       published iteration counts.

@@ -1,12 +1,13 @@
 """tangent_prox: reference values, optimality, jit/vmap behaviour, dtypes, errors."""
 
 import jax
+import jax.extend
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import rproxjax
-from rproxjax import stiefel
+from rproxjax import _subproblem, stiefel
 from tests.reference import manpg_reference_problem
 
 
@@ -106,7 +107,42 @@ def test_warm_start_from_solution_takes_no_steps():
     assert int(warm.num_steps) < int(cold.num_steps)
 
 
-def test_vmap_over_mu_equals_python_loop():
+@pytest.fixture(params=[None, False], ids=["lanes-default", "lanes-batched"])
+def lanes_flag(request):
+    """Runs a test with the default batching of vmapped solves (lanes mapped one after
+    another on CPU) and with one batched Newton loop (_subproblem.SEQUENTIAL_LANES)."""
+    old = _subproblem.SEQUENTIAL_LANES
+    _subproblem.SEQUENTIAL_LANES = request.param
+    jax.clear_caches()
+    yield request.param
+    _subproblem.SEQUENTIAL_LANES = old
+    jax.clear_caches()
+
+
+def _count_primitives(jaxpr, name, **params):
+    """Occurrences of a primitive (with the given params) in a jaxpr, sub-jaxprs included."""
+    count = 0
+    for eqn in jaxpr.eqns:
+        count += eqn.primitive.name == name and all(
+            eqn.params.get(k) == v for k, v in params.items())
+        for sub in jax.extend.core.jaxprs_in_params(eqn.params):
+            count += _count_primitives(sub, name, **params)
+    return count
+
+
+def test_vmapped_solves_map_their_lanes_on_cpu(lanes_flag):
+    x, g = _instance(3, 40, 5)
+    solve = lambda mu: rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(mu))[0]  # noqa: E731
+    jaxpr = jax.make_jaxpr(jax.vmap(solve))(jnp.array([0.1, 0.2, 0.3])).jaxpr
+    sequential = lanes_flag is None and jax.default_backend() == "cpu"
+    assert _subproblem.sequential_lanes() == sequential
+    # Mapped lanes: a scan of length 3 (the lanes; r = 5) around the Newton while_loop.
+    scans = _count_primitives(jaxpr, "scan", length=3)
+    assert (scans >= 1) == sequential
+    assert _count_primitives(jaxpr, "while") >= 1
+
+
+def test_vmap_over_mu_equals_python_loop(lanes_flag):
     x, g = _instance(3, 40, 5)
     mus = jnp.geomspace(1e-3, 1.0, 9)
     solve = lambda mu: rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(mu))  # noqa: E731
@@ -116,6 +152,20 @@ def test_vmap_over_mu_equals_python_loop():
         np.testing.assert_allclose(zetas[i], zeta, atol=1e-12)
         assert int(infos.num_steps[i]) == int(info.num_steps)
     assert bool(jnp.all(infos.converged))
+
+
+def test_nested_vmap_with_unbatched_arguments(lanes_flag):
+    x, g = _instance(5, 30, 4)
+    mus = jnp.array([[0.05, 0.1, 0.2], [0.3, 0.4, 0.8]])
+    ts = jnp.array([0.2, 0.5])
+    solve = lambda t, mu: rproxjax.tangent_prox(x, g, t, rproxjax.l1(mu))  # noqa: E731
+    zetas, infos = jax.jit(jax.vmap(jax.vmap(solve, (None, 0)), (0, 0)))(ts, mus)
+    assert zetas.shape == (2, 3, 30, 4)
+    for i in range(2):
+        for j in range(3):
+            zeta, info = rproxjax.tangent_prox(x, g, float(ts[i]), rproxjax.l1(float(mus[i, j])))
+            np.testing.assert_allclose(zetas[i, j], zeta, atol=1e-12)
+            assert int(infos.num_steps[i, j]) == int(info.num_steps)
 
 
 def test_vmap_over_points_gradients_and_regularizer_pytree():
