@@ -17,16 +17,16 @@ LANES = ("auto", "vmap", "map")
 def sweep(fn, *args, lanes: Literal["auto", "vmap", "map"] = "auto", batch_size=None):
     """``fn`` mapped over the leading axis of ``args`` (e.g. values of mu and PRNG keys).
 
-    * ``lanes="vmap"``: ``jax.vmap(fn)(*args)``. The lanes run in lockstep: a bounded
-      ``while_loop`` (the Newton solve) runs until its slowest lane ends, and a
-      ``lax.cond`` runs both branches. Efficient where batching pays: GPUs and TPUs.
-    * ``lanes="map"``: ``jax.lax.map``, the lanes one after another inside one compiled
-      program (``batch_size`` lanes vmapped at a time). On CPU a lane of rproxjax's
-      solvers is already compute-bound, so batching gains nothing, and lockstep costs
-      the slowest lane's Newton steps on every lane: measured on 2 CPU cores,
-      ``jax.vmap`` of ``fit`` over 8 mu cost 1.5-2.5x the 8 runs one after another
-      (``benchmarks/results/step_cost.md``).
-    * ``lanes="auto"`` (default): ``"map"`` on CPU, ``"vmap"`` elsewhere.
+    * ``lanes="vmap"``: ``jax.vmap(fn)(*args)``, one batched program. rproxjax's
+      subproblem solves inside it map their lanes one after another on CPU (each takes
+      its own Newton steps) and form one batched Newton loop on accelerators (which runs
+      until its slowest lane ends); the work around them (gradients) stays batched.
+      A ``lax.cond`` on a batched value runs both branches.
+    * ``lanes="map"``: ``jax.lax.map``, the whole lanes one after another inside one
+      compiled program (``batch_size`` lanes vmapped at a time): the least memory.
+    * ``lanes="auto"`` (default): ``"vmap"``. Measured on 2 CPU cores (MNIST, 8 mu,
+      ``benchmarks/results/step_cost.md``): vmap cost 0.95-1.41 s against 0.91-1.80 s for
+      ``"map"`` and 0.96-1.67 s for the 8 runs one after another.
 
     Either way the result is the same pytree, stacked along a leading axis, and the
     program compiles once; call it inside ``jax.jit``.
@@ -57,7 +57,7 @@ def sweep(fn, *args, lanes: Literal["auto", "vmap", "map"] = "auto", batch_size=
         if size is None or size < 1:
             raise ValueError(f"batch_size must be a positive int or None, got {batch_size!r}.")
     if lanes == "auto":
-        lanes = "map" if jax.default_backend() == "cpu" else "vmap"
+        lanes = "vmap"
     if lanes == "vmap":
         return jax.vmap(fn)(*args)
     return jax.lax.map(lambda a: fn(*a), args, batch_size=batch_size)

@@ -43,13 +43,14 @@ def test_map_and_vmap_lanes_agree_with_single_runs():
     assert fn._cache_size() == size
 
 
-def test_auto_is_map_on_cpu_and_bad_arguments_raise():
+def test_auto_is_vmap_and_bad_arguments_raise():
     f = lambda a: a * 2  # noqa: E731
     out = rproxjax.sweep(f, jnp.arange(3.0))
     np.testing.assert_array_equal(out, [0.0, 2.0, 4.0])
-    if jax.default_backend() == "cpu":
-        jaxpr = str(jax.make_jaxpr(lambda a: rproxjax.sweep(f, a))(jnp.arange(3.0)))
-        assert "scan" in jaxpr or "while" in jaxpr
+    jaxpr = str(jax.make_jaxpr(lambda a: rproxjax.sweep(f, a))(jnp.arange(3.0)))
+    assert "scan" not in jaxpr and "while" not in jaxpr  # one batched product
+    jaxpr = str(jax.make_jaxpr(lambda a: rproxjax.sweep(f, a, lanes="map"))(jnp.arange(3.0)))
+    assert "scan" in jaxpr or "while" in jaxpr
     with pytest.raises(ValueError, match="lanes must be one of"):
         rproxjax.sweep(f, jnp.arange(3.0), lanes="pmap")
     with pytest.raises(ValueError, match="at least one argument"):
