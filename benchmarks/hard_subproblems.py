@@ -14,11 +14,12 @@ the step solved. As the solutions get sparser (nonzeros per column of Y = X + ze
 106 -> 44, minimum 68 -> 17 < r), the Newton matrix is singular on more coordinates.
 
 The instances are captured with the first rule of loose solves (``_ssn_steps``:
-LOOSE_RHO_SCALE = 1e-4 with the secant shift, pinned: the run that produces them does not
-change with the rule measured). Each subproblem is solved by ``rproxjax.tangent_prox`` with
-each rule ("adaptive", the stochastic optimizers' default, also with the two former rules of
-loose solves: regularization 1e-4 with the shift, and 1.0 with it; "secant"; "reference",
-cold-started) at the stochastic stopping test (``rtol=1e-2``, default tol) and
+LOOSE_RHO_SCALE = 1e-4 with the secant shift and a line search at every step, pinned: the
+run that produces them does not change with the rule measured). Each subproblem is solved
+by ``rproxjax.tangent_prox`` with each rule ("adaptive", the stochastic optimizers' default,
+also with the two former rules of loose solves: regularization 1e-4 with the shift, and 1.0
+with it, both with a line search at every step; "secant"; "reference", cold-started) at the
+stochastic stopping test (``rtol=1e-2``, default tol) and
 at ``tol=1e-8`` (``rtol=0``), at most 200 steps; the table gives the steps per instance and
 the mean (``!`` = not converged).
 """
@@ -51,26 +52,28 @@ except ImportError:  # run as `python -m benchmarks.hard_subproblems`
 D, R, B = scale.SIZES[1]
 Q, GAMMA, MU = 10, 0.1, 0.2
 RULES = ("adaptive", "secant", "reference")
-#: The rules of loose solves before this release, (LOOSE_RHO_SCALE, LOOSE_SECANT_SHIFT):
-#: first RHO_SCALE with the shift, then 1.0 with the shift.
-FIRST_LOOSE_RULE = (1e-4, True)
-SHIFTED_LOOSE_RULE = (1.0, True)
+#: The rules of loose solves before this release, (LOOSE_RHO_SCALE, LOOSE_SECANT_SHIFT,
+#: UNIT_ACCEPT): first RHO_SCALE with the shift, then 1.0 with the shift; always a line search.
+FIRST_LOOSE_RULE = (1e-4, True, 0.0)
+SHIFTED_LOOSE_RULE = (1.0, True, 0.0)
+_RULE_CONSTANTS = ("LOOSE_RHO_SCALE", "LOOSE_SECANT_SHIFT", "UNIT_ACCEPT")
 STOPS = {"rtol 1e-2": (None, 1e-2), "tol 1e-8": (1e-8, 0.0)}
 
 
 @contextlib.contextmanager
 def loose_rule(rule):
     """The secant rule's treatment of loose solves set to ``rule`` = (regularization scale,
-    shift or not), module constants read when a solve is traced (caches cleared on entry and
-    exit); ``None`` keeps the present one."""
-    old = (_ssn_steps.LOOSE_RHO_SCALE, _ssn_steps.LOOSE_SECANT_SHIFT)
-    if rule is not None:
-        _ssn_steps.LOOSE_RHO_SCALE, _ssn_steps.LOOSE_SECANT_SHIFT = rule
+    shift or not, full-step acceptance), module constants read when a solve is traced
+    (caches cleared on entry and exit); ``None`` keeps the present one."""
+    old = [getattr(_ssn_steps, name) for name in _RULE_CONSTANTS]
+    for name, value in zip(_RULE_CONSTANTS, rule or old, strict=True):
+        setattr(_ssn_steps, name, value)
     jax.clear_caches()
     try:
         yield
     finally:
-        _ssn_steps.LOOSE_RHO_SCALE, _ssn_steps.LOOSE_SECANT_SHIFT = old
+        for name, value in zip(_RULE_CONSTANTS, old, strict=True):
+            setattr(_ssn_steps, name, value)
         jax.clear_caches()
 
 
@@ -135,7 +138,7 @@ def main(argv=None):
                 if rule == "secant" and rtol == 0:  # Y = X + zeta of the tight solve
                     nnz[i] = np.sum(np.asarray(x + zeta) != 0, axis=0)
             name = rule if former is None else (
-                f"{rule}, former loose rule (rho {former[0]:g}, with shift)")
+                f"{rule}, former loose rule (rho {former[0]:g}, with shift, line search)")
             results[f"{stop} {name}"] = {"steps": steps, "converged": conv}
             rows.append((stop, name, " ".join(f"{s}{'' if c else '!'}"
                                               for s, c in zip(steps, conv, strict=True)),

@@ -72,7 +72,7 @@ class SubproblemInfo(NamedTuple):
       num_linear_steps: conjugate-gradient iterations, summed over Newton
         steps (0 on the dense path).
       num_evaluations: evaluations of E, line-search trials of the reference
-        rule included (the secant rule evaluates E twice per step).
+        rule included (the secant rule evaluates E once or twice per step).
       lam_h: the regularizer's part of the multiplier, Lambda - sym(X^T G) / 2.
         It changes slowly from one optimizer step to the next while the
         gradient part jumps with every minibatch: pass it back as ``lam_h=`` to

@@ -44,14 +44,18 @@ def _data():
 @contextlib.contextmanager
 def _first_loose_rule():
     """The kernel's first rule for loose solves (regularization 1e-4 ||E|| with the secant
-    shift) while the instances are captured: they do not move with the rule under test."""
-    old = (_ssn_steps.LOOSE_RHO_SCALE, _ssn_steps.LOOSE_SECANT_SHIFT)
-    _ssn_steps.LOOSE_RHO_SCALE, _ssn_steps.LOOSE_SECANT_SHIFT = 1e-4, True
+    shift, always a line search) while the instances are captured: they do not move with
+    the rule under test."""
+    names = ("LOOSE_RHO_SCALE", "LOOSE_SECANT_SHIFT", "UNIT_ACCEPT")
+    old = [getattr(_ssn_steps, n) for n in names]
+    for name, value in zip(names, (1e-4, True, 0.0), strict=True):
+        setattr(_ssn_steps, name, value)
     jax.clear_caches()
     try:
         yield
     finally:
-        _ssn_steps.LOOSE_RHO_SCALE, _ssn_steps.LOOSE_SECANT_SHIFT = old
+        for name, value in zip(names, old, strict=True):
+            setattr(_ssn_steps, name, value)
         jax.clear_caches()
 
 
