@@ -1,6 +1,6 @@
 """Benchmark: Newton steps on degenerate subproblems at r = 32 (where every rule is slow).
 
-Run from the repository root (about 2-3 minutes on 2 CPU cores)::
+Run from the repository root (about 12 minutes on 2 CPU cores: the solves to tol 1e-8)::
 
     python benchmarks/hard_subproblems.py [--no-save]
 

@@ -37,10 +37,10 @@ Array = Any
 #: r at and above which ``linear_solver="auto"`` uses conjugate gradients. With the
 #: secant rule the dense systems take fewer and more uniform steps at r = 15 on real
 #: subproblems (benchmarks/results/subproblem_real.md: max 10 against 30 steps) for a
-#: similar time per call; at r = 32 inside R-ProxSGD runs CG's steps cost 0.6x the dense
-#: ones (linear_solver_runs.md). On an H200, with the regularization of loose solves then
-#: 1e-4 ||E||, a CG Newton step cost 6.4 ms at r = 32 (scale_gpu_d4096.md): not yet
-#: re-measured there with the present one.
+#: similar time per call; at r = 32 inside R-ProxSGD runs CG's steps cost 0.60-1.02x the
+#: dense ones (linear_solver_runs.md) and a whole step 0.61-0.64x (scale_cpu_d4096.md). On
+#: an H200, with the former rule of loose solves, a CG Newton step cost 6.4 ms at r = 32
+#: (scale_gpu_d4096.md): not yet re-measured there with the present one.
 CG_THRESHOLD = 16
 #: Newton rules: ``"secant"`` (default), ``"adaptive"`` (plain steps, secant on
 #: demand) and ``"reference"`` (the ManPG code's rule).

@@ -25,8 +25,8 @@ def sweep(fn, *args, lanes: Literal["auto", "vmap", "map"] = "auto", batch_size=
     * ``lanes="map"``: ``jax.lax.map``, the whole lanes one after another inside one
       compiled program (``batch_size`` lanes vmapped at a time): the least memory.
     * ``lanes="auto"`` (default): ``"vmap"``. Measured on 2 CPU cores (MNIST, 8 mu,
-      ``benchmarks/results/step_cost.md``): vmap cost 0.95-1.41 s against 0.91-1.80 s for
-      ``"map"`` and 0.96-1.67 s for the 8 runs one after another.
+      ``benchmarks/results/step_cost.md``): vmap cost 0.83-1.31 s against 0.84-1.52 s for
+      ``"map"`` and 0.86-1.53 s for the 8 runs one after another.
 
     Either way the result is the same pytree, stacked along a leading axis, and the
     program compiles once; call it inside ``jax.jit``.
