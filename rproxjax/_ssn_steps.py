@@ -39,9 +39,10 @@ LINE_SEARCH_PASSES = 6
 # absolute tolerance (rtol = 0); LOOSE_RHO_SCALE in solves with a relative stopping test
 # (rtol > 0, the stochastic optimizers'), which stop long before the fast local regime
 # that a small regularization buys. Measured (benchmarks/results/hard_subproblems.md and
-# subproblem_real.md, float64): at rtol 1e-2 the degenerate r = 32 subproblems take a mean
-# of 3.2 (max 4) adaptive steps with 1.0 against 23.9 (max 39) with 1e-4, and the MNIST
-# ones 0.78 / 1.06 (r = 10 / 15) against 0.78 / 1.12. At tol 1e-8 the MNIST ones take
+# subproblem_real.md, float64, with the secant shift then kept in loose solves): at rtol
+# 1e-2 the degenerate r = 32 subproblems take a mean of 3.0 (max 4) adaptive steps with 1.0
+# against 23.3 (max 40) with 1e-4, and the MNIST ones 0.78 / 1.06 (r = 10 / 15) against
+# 0.78 / 1.12. At tol 1e-8 the MNIST ones take
 # 2.19 / 3.38 secant steps with 1e-4; with RHO_SCALE set to 1.0 they took 2.97 / 5.03 (a
 # one-off measurement on the same instances, not a benchmark script), hence two scales.
 RHO_SCALE = 1e-4
@@ -51,7 +52,8 @@ LOOSE_RHO_SCALE = 1.0
 # step, 70% of a secant step at d = 784, r = 10 (350 of 500 us, float64, CPU), and at
 # rtol 1e-2 it saves few steps: the captured MNIST subproblems take 0.81 / 1.09 adaptive
 # steps without it against 0.78 / 1.06 with it (r = 10 / 15), the degenerate r = 32 set
-# 3.5 (max 5) against 3.2 (max 4) (benchmarks/subproblem_real.md, hard_subproblems.md).
+# 3.0 (max 4) either way (benchmarks/subproblem_real.md, hard_subproblems.md; 3.5 (max 5)
+# against 3.2 (max 4) on a capture of the same run that differed by rounding).
 # Solves to an absolute tolerance keep it: without it the MNIST r = 15 ones take 9.6
 # (max 78) secant steps at tol 1e-8 against 3.4 (max 10). Read when a solve is traced.
 LOOSE_SECANT_SHIFT = False
