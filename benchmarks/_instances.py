@@ -1,4 +1,6 @@
-"""The real subproblem instances for the benchmarks: ``load_instances(r, dtype)``.
+"""The real subproblem instances for the benchmarks: ``load_instances(r, dtype)``; and
+``loose_rule`` / ``FIRST_LOOSE_RULE`` (``tests/kernel_rules.py``), which pin the kernel's
+rule of loose solves while instances are captured from runs.
 
 A re-export of :func:`tests.subproblem_instances.load_instances` (one implementation, shared
 with the tests); it puts the repository root on ``sys.path`` so that it also works when a
@@ -16,6 +18,7 @@ _ROOT = str(Path(__file__).resolve().parents[1])
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
+from tests.kernel_rules import FIRST_LOOSE_RULE, loose_rule  # noqa: E402
 from tests.subproblem_instances import PATH, load_instances  # noqa: E402
 
-__all__ = ["PATH", "load_instances"]
+__all__ = ["FIRST_LOOSE_RULE", "PATH", "load_instances", "loose_rule"]

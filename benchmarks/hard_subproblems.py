@@ -27,7 +27,6 @@ the mean (``!`` = not converged).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import time
 
 import jax
@@ -40,41 +39,23 @@ import optax  # noqa: E402
 import optax.tree_utils as otu  # noqa: E402
 
 import rproxjax  # noqa: E402
-from rproxjax import _ssn_steps  # noqa: E402
 from rproxjax.problems import spca_loss  # noqa: E402
 
 try:  # run as a script: benchmarks/ is on sys.path
     import _timing
     import scale
+    from _instances import FIRST_LOOSE_RULE, loose_rule
 except ImportError:  # run as `python -m benchmarks.hard_subproblems`
     from benchmarks import _timing, scale
+    from benchmarks._instances import FIRST_LOOSE_RULE, loose_rule
 
 D, R, B = scale.SIZES[1]
 Q, GAMMA, MU = 10, 0.1, 0.2
 RULES = ("adaptive", "secant", "reference")
 #: The rules of loose solves before this release, (LOOSE_RHO_SCALE, LOOSE_SECANT_SHIFT,
 #: UNIT_ACCEPT): first RHO_SCALE with the shift, then 1.0 with the shift; always a line search.
-FIRST_LOOSE_RULE = (1e-4, True, 0.0)
 SHIFTED_LOOSE_RULE = (1.0, True, 0.0)
-_RULE_CONSTANTS = ("LOOSE_RHO_SCALE", "LOOSE_SECANT_SHIFT", "UNIT_ACCEPT")
 STOPS = {"rtol 1e-2": (None, 1e-2), "tol 1e-8": (1e-8, 0.0)}
-
-
-@contextlib.contextmanager
-def loose_rule(rule):
-    """The secant rule's treatment of loose solves set to ``rule`` = (regularization scale,
-    shift or not, full-step acceptance), module constants read when a solve is traced
-    (caches cleared on entry and exit); ``None`` keeps the present one."""
-    old = [getattr(_ssn_steps, name) for name in _RULE_CONSTANTS]
-    for name, value in zip(_RULE_CONSTANTS, rule or old, strict=True):
-        setattr(_ssn_steps, name, value)
-    jax.clear_caches()
-    try:
-        yield
-    finally:
-        for name, value in zip(_RULE_CONSTANTS, old, strict=True):
-            setattr(_ssn_steps, name, value)
-        jax.clear_caches()
 
 
 def capture():

@@ -12,8 +12,6 @@ asserted, with the stopping test checked independently.
 
 from __future__ import annotations
 
-import contextlib
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -22,8 +20,8 @@ import optax.tree_utils as otu
 import pytest
 
 import rproxjax
-from rproxjax import _ssn_steps
 from rproxjax.problems import spca_loss
+from tests.kernel_rules import FIRST_LOOSE_RULE, loose_rule
 
 D, R, B, Q, MU, GAMMA = 1024, 32, 200, 10, 0.2, 0.1
 
@@ -41,27 +39,9 @@ def _data():
     return jnp.dot(s, u.T, precision="highest") + 0.5 * jax.random.normal(k_e, (8 * B, D))
 
 
-@contextlib.contextmanager
-def _first_loose_rule():
-    """The kernel's first rule for loose solves (regularization 1e-4 ||E|| with the secant
-    shift, always a line search) while the instances are captured: they do not move with
-    the rule under test."""
-    names = ("LOOSE_RHO_SCALE", "LOOSE_SECANT_SHIFT", "UNIT_ACCEPT")
-    old = [getattr(_ssn_steps, n) for n in names]
-    for name, value in zip(names, (1e-4, True, 0.0), strict=True):
-        setattr(_ssn_steps, name, value)
-    jax.clear_caches()
-    try:
-        yield
-    finally:
-        for name, value in zip(names, old, strict=True):
-            setattr(_ssn_steps, name, value)
-        jax.clear_caches()
-
-
 def capture():
     """[(X, V, previous lam_h)] of the 10 steps of R-ProxSPB's second block."""
-    with _first_loose_rule():
+    with loose_rule(FIRST_LOOSE_RULE):
         return _capture()
 
 

@@ -1,0 +1,36 @@
+"""Pinning the subproblem kernel's rule of loose solves (shared by tests and benchmarks).
+
+Captured subproblem instances come from optimizer runs whose solves use the kernel's rule;
+capturing them with a fixed former rule keeps them from moving with the rule under test
+(up to floating-point rounding: the compiled programs differ).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import jax
+
+from rproxjax import _ssn_steps
+
+#: The module constants of ``rproxjax._ssn_steps`` that make up the rule of loose solves.
+RULE_CONSTANTS = ("LOOSE_RHO_SCALE", "LOOSE_SECANT_SHIFT", "UNIT_ACCEPT")
+#: The first rule: regularization 1e-4 min(||E||, 0.1) with the secant shift, and a line
+#: search at every step.
+FIRST_LOOSE_RULE = (1e-4, True, 0.0)
+
+
+@contextlib.contextmanager
+def loose_rule(rule):
+    """Sets the rule of loose solves to ``rule`` (values of RULE_CONSTANTS, read when a
+    solve is traced; caches cleared on entry and exit); ``None`` keeps the present one."""
+    old = [getattr(_ssn_steps, name) for name in RULE_CONSTANTS]
+    for name, value in zip(RULE_CONSTANTS, rule or old, strict=True):
+        setattr(_ssn_steps, name, value)
+    jax.clear_caches()
+    try:
+        yield
+    finally:
+        for name, value in zip(RULE_CONSTANTS, old, strict=True):
+            setattr(_ssn_steps, name, value)
+        jax.clear_caches()
