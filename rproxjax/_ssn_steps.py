@@ -169,14 +169,17 @@ def secant_step(x, xt, t, reg, tol, use_cg, escalated, lam, w, y, jac, e, norm_e
     with the exact line search otherwise."""
     eps = jnp.finfo(x.dtype).eps
     secant_scale = jnp.where(loose, LOOSE_RHO_SCALE, RHO_SCALE)
-    with_shift = jnp.bool_(True) if LOOSE_SECANT_SHIFT else ~jnp.asarray(loose)
+    zeros = lambda: jnp.zeros_like(e)  # noqa: E731
+    secant = lambda: reg.secant_shift(w, x, e, t, passes)  # noqa: E731
     if adaptive:
-        with_shift = with_shift & escalated
         scale = jnp.where(escalated, secant_scale, PLAIN_RHO_SCALE)
+        shifted = lambda: lax.cond(escalated, secant, zeros)  # noqa: E731
     else:
         scale = secant_scale
-    shift = lax.cond(with_shift, lambda: reg.secant_shift(w, x, e, t, passes),
-                     lambda: jnp.zeros_like(e))
+        shifted = secant
+    # The loose test outermost: in a batched vmap the lanes share rtol, so it stays a real
+    # branch there even where ``escalated`` differs between lanes.
+    shift = shifted() if LOOSE_SECANT_SHIFT else lax.cond(loose, zeros, shifted)
     # To an absolute tolerance a small regularization: 0.2 ||E|| (the reference) throttles
     # convergence once the secant shift handles the flat directions; 4t eps keeps the
     # matrix definite.
