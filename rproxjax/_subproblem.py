@@ -199,8 +199,35 @@ def _solve_jit(x, g, t, reg, lam, lam_h, tol, rtol, max_steps, use_cg, method):
     if sequential_lanes():
         # Under vmap, a batched while_loop runs every lane until the slowest ends, and on
         # CPU a lane's small kernels gain nothing from batching: map the lanes instead.
-        solve = jax.custom_batching.sequential_vmap(solve)
+        solve = _mapped_lanes(solve)
     return solve(x, g, t, reg, lam, lam_h, tol, rtol)
+
+
+def _mapped_lanes(fn):
+    """``fn`` whose ``vmap`` runs the lanes one after another (``lax.map``). Unlike
+    ``jax.custom_batching.sequential_vmap`` it also accepts a batch with no batched
+    argument (``jax.jacfwd``: only tangents batched), where it computes ``fn`` once."""
+    raw, fn = fn, jax.custom_batching.custom_vmap(fn)
+
+    @fn.def_vmap
+    def rule(axis_size, in_batched, *args):
+        del axis_size
+        flags = jax.tree.leaves(in_batched)
+        if not any(flags):
+            out = raw(*args)
+            return out, jax.tree.map(lambda _: False, out)
+        flat, tree = jax.tree.flatten(list(args))
+        mapped = [a for a, b in zip(flat, flags, strict=True) if b]
+
+        def lane(lane_args):
+            it = iter(lane_args)
+            merged = [next(it) if b else a for a, b in zip(flat, flags, strict=True)]
+            return fn(*jax.tree.unflatten(tree, merged))
+
+        out = lax.map(lane, mapped)
+        return out, jax.tree.map(lambda _: True, out)
+
+    return fn
 
 
 @jax.jit
@@ -260,15 +287,17 @@ def tangent_prox(
       Jacobian for l21) and an exact line search on phi. On degenerate
       subproblems (columns of Y with fewer nonzeros than r, where the
       generalized Jacobian is singular) it takes few and uniform steps.
-      With a relative stopping test (``rtol > 0``) the shift is skipped and
-      the regularization raised: at such tolerances the shift saved few
-      steps and cost 70% of a step (``rproxjax._ssn_steps``).
+      With a relative stopping test (``rtol > 0``) the shift is skipped, the
+      regularization raised, and the full Newton step taken without the line
+      search when it cuts ||E|| by 10x: at such tolerances the shift saved
+      few steps and cost 70% of a step (``rproxjax._ssn_steps``).
     * ``"adaptive"``: plain dual Newton steps (no secant shift) until a
       step cuts ||E|| by less than 5x, then the secant rule. Cheaper per call
-      where few steps are needed (loose tolerances, the stochastic
-      optimizers' default), a few more steps on degenerate problems at tight
-      tolerances. In a batched (accelerator) ``jax.vmap`` its switch runs
-      both branches: use ``"secant"`` there for tight solves.
+      than ``"secant"`` at tight tolerances where few steps are needed, a few
+      more steps on degenerate problems; at loose tolerances (the stochastic
+      optimizers' default) the two cost about the same. In a batched
+      (accelerator) ``jax.vmap`` of tight solves its switch runs both
+      branches: use ``"secant"`` there.
     * ``"reference"``: the reference ManPG code's rule (regularization
       0.2 min(||E||, 0.1), backtracking on ||E||^2), kept to reproduce its
       published iteration counts.

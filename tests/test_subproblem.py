@@ -168,6 +168,18 @@ def test_nested_vmap_with_unbatched_arguments(lanes_flag):
             assert int(infos.num_steps[i, j]) == int(info.num_steps)
 
 
+def test_forward_mode_derivatives_in_both_lane_modes(lanes_flag):
+    # jax.jacfwd batches only tangents: the mapped-lanes rule must accept a batch with no
+    # batched argument. Checked against central differences and a vmapped jvp.
+    x, g = _instance(3, 40, 5)
+    h = lambda mu: rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(mu), tol=1e-12)[0].sum()  # noqa: E731
+    d = float(jax.jacfwd(h)(0.2))
+    fd = (float(h(0.2 + 1e-6)) - float(h(0.2 - 1e-6))) / 2e-6
+    np.testing.assert_allclose(d, fd, rtol=1e-4)
+    tangents = jax.vmap(lambda m: jax.jvp(h, (m,), (1.0,))[1])(jnp.array([0.1, 0.2, 0.3]))
+    np.testing.assert_allclose(float(tangents[1]), d, rtol=1e-10)
+
+
 def test_vmap_over_points_gradients_and_regularizer_pytree():
     kx, kg = jax.random.split(jax.random.key(4))
     xs = stiefel.random_point(kx, 20, 3, shape=(4,))

@@ -51,6 +51,13 @@ def test_auto_is_vmap_and_bad_arguments_raise():
     assert "scan" not in jaxpr and "while" not in jaxpr  # one batched product
     jaxpr = str(jax.make_jaxpr(lambda a: rproxjax.sweep(f, a, lanes="map"))(jnp.arange(3.0)))
     assert "scan" in jaxpr or "while" in jaxpr
+    # batch_size applies to mapped lanes: "auto" maps with it, "vmap" refuses it.
+    jaxpr = str(jax.make_jaxpr(lambda a: rproxjax.sweep(f, a, batch_size=2))(jnp.arange(4.0)))
+    assert "scan" in jaxpr or "while" in jaxpr
+    np.testing.assert_array_equal(rproxjax.sweep(f, jnp.arange(4.0), batch_size=3),
+                                  [0.0, 2.0, 4.0, 6.0])
+    with pytest.raises(ValueError, match="batch_size applies to lanes='map'"):
+        rproxjax.sweep(f, jnp.arange(3.0), lanes="vmap", batch_size=2)
     with pytest.raises(ValueError, match="lanes must be one of"):
         rproxjax.sweep(f, jnp.arange(3.0), lanes="pmap")
     with pytest.raises(ValueError, match="at least one argument"):
