@@ -11,7 +11,9 @@ are timed with ``linear_solver="dense"`` and with ``"cg"`` (each compiled and ru
 untimed, then 3 rounds alternating the two; median / 10). As the run goes on, X gets sparser
 and the subproblems more degenerate. With the regularization of loose solves at 1e-4 ||E||
 (before this release) the Newton steps per call grew to 16 and CG cost 3.5x dense after 60
-steps; with 1.0 ||E|| a call takes about 3 steps and CG is the faster solver at r = 32.
+steps; with 1.0 ||E|| and the secant shift a call took about 3 steps and CG was the faster
+solver at r = 32; without the shift in loose solves (now) a call takes 2.4-4.5 steps and CG
+costs 0.60-1.02x dense (``results/linear_solver_runs.md``).
 """
 
 from __future__ import annotations

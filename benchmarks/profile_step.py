@@ -30,13 +30,13 @@ Each piece is timed inside a compiled ``fori_loop`` (``_timing.time_per_iteratio
 
 Measured alternatives (the library is not modified): the polar factor through eigh of
 the r x r Gram, the QR retraction, the gradient on a contiguous slice instead of a
-gather and written by hand, the subproblem with conjugate gradients, the pieces
-vmapped over 8 lanes with the same mu (how a sweep's cost scales when no lane waits
-for another), the K tensor of a dense Newton step over all r^2 or the r(r+1)/2
-symmetric column pairs, and the full gradient of an R-ProxSPB refresh computed four
-ways (as ``fit`` computes it: chunks of 2048 read by ``dynamic_slice`` in a
-``fori_loop``; a ``lax.scan`` over the reshaped chunks; unchunked; and for this
-quadratic loss through the precomputed covariance).
+gather and written by hand, the subproblem with conjugate gradients, the pieces vmapped
+over 8 lanes with the same mu (how a sweep's cost scales when no lane waits for another;
+on CPU the vmapped subproblem runs its lanes one after another), the K tensor of a dense
+Newton step over all r^2 or the r(r+1)/2 symmetric column pairs, and the full gradient
+of an R-ProxSPB refresh computed four ways (as ``fit`` computes it: chunks of 2048 read
+by ``dynamic_slice`` in a ``fori_loop``; a ``lax.scan`` over the reshaped chunks;
+unchunked; and for this quadratic loss through the precomputed covariance).
 """
 
 from __future__ import annotations

@@ -30,7 +30,8 @@ Part (b), the sweep: ``jax.jit(jax.vmap(run))`` over K = 8 and 64 values of mu i
 ``geomspace(0.05, 0.8, K)``, where ``run(mu)`` builds R-ProxSGD inside and calls ``pure_fit``
 for S steps from X0 (same key for every lane, so the lanes share their minibatches), against
 one ``jax.jit(run)`` at mu = 0.2; ratio = vmap / single. The Newton steps in lockstep (max over
-lanes, averaged over steps) say what the lanes' ``while_loop`` paid.
+lanes, averaged over steps) say what a batched ``while_loop`` pays (accelerators); on CPU
+the vmapped solves map their lanes, each taking its own steps.
 
 Every call is compiled ahead of time and synchronized with ``jax.block_until_ready``. The
 results record the device; nothing here is a test.

@@ -63,12 +63,13 @@ Sweep (``--no-sweep`` skips it): ``jax.jit(jax.vmap(run))`` over 8 values of mu,
 for one epoch of T_SWEEP = 50 steps (R-ProxSPB: one block of q = 100) and returns the
 params, the state and ``history.ssn_steps``, against ``jax.jit(run)`` at MU and 8
 sequential calls of it, and the same 8 runs through ``rproxjax.sweep`` with its default
-lanes (``lax.map``, one lane after another, on CPU; ``vmap`` elsewhere). Each is timed
+lanes (``vmap``; before 2026-11-26 ``lax.map`` on CPU). Each is timed
 as whole compiled calls (``_timing.time_fn``; under ``jit`` fit's ``epoch_time`` is
 NaN). The lanes start from the single run's end point and adapt to their own mu in one
-untimed call first. A vmapped Newton ``while_loop`` runs in
-lockstep until its slowest lane is done, so the per-lane Newton counts (and the mean
-over steps of their maximum, "lockstep") are printed.
+untimed call first. A batched Newton ``while_loop`` (accelerators) runs in lockstep
+until its slowest lane is done; on CPU vmapped solves map their lanes. The per-lane
+Newton counts (and the mean over steps of their maximum, "lockstep": what a batched
+loop pays) are printed.
 
 Profile (``--no-profile`` skips it): ``profile_step.py``, the pieces of one float64
 R-ProxSGD iteration at the end point of the timed run. The library is not modified.

@@ -1,6 +1,6 @@
 """Benchmark: cost of one proximal step against one R-Subgrad step, and of a vmapped mu sweep.
 
-Run from the repository root (about 5-8 minutes on a busy 2-core CPU; 5.2 measured)::
+Run from the repository root (about 3 minutes on a quiet 2-core CPU; 152 s measured)::
 
     python benchmarks/step_cost.py                       # tables, saved
     python benchmarks/step_cost.py --dtypes float64 --no-save
@@ -12,7 +12,7 @@ b = 100, per-sample loss ``rproxjax.problems.spca_loss`` (||z||^2 - ||X^T z||^2)
 regularizer ``rproxjax.l1(mu)``, X0 = ``stiefel.random_point(key(0), 784, 10)``.
 float64 (x64 enabled here) and float32 (data, X0 and mu built in float32).
 
-Optimizers (defaults otherwise: Newton rule "secant", ``ssn_rtol`` = 1e-3,
+Optimizers (defaults otherwise: Newton rule "adaptive", ``ssn_rtol`` = 1e-2,
 ``ssn_max_steps`` = 100, polar retraction):
 
 * R-ProxSGD: ``r_prox_sgd(inverse_sqrt_schedule(1.0), 0.1, l1(mu))``;

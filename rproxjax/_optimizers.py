@@ -169,8 +169,9 @@ def r_prox_sgd(
         :class:`rproxjax.SSN` (``tol``, ``rtol``, ... of :func:`rproxjax.tangent_prox`).
         Each solve stops at ||E||_F <= ssn_tol + ssn_rtol ||zeta||_F (default
         :data:`SSN_RTOL`, far below the minibatch noise; 0.0 for ssn_tol alone) with the
-        ``"adaptive"`` rule (as few steps as ``"secant"`` at that tolerance, for about
-        half the cost per call: ``benchmarks/results/subproblem_real.md``).
+        ``"adaptive"`` rule (at that tolerance as few steps as ``"secant"``, and, since
+        loose solves skip the secant shift in both rules, about the same cost per call:
+        ``benchmarks/results/subproblem_real.md``).
 
     Example:
         >>> import jax, jax.numpy as jnp, optax, rproxjax

@@ -51,9 +51,10 @@ LOOSE_RHO_SCALE = 1.0
 # unless vmapped lanes have different tolerances). Its breakpoint walk is r^2 d work per
 # step, 70% of a secant step at d = 784, r = 10 (350 of 500 us, float64, CPU), and at
 # rtol 1e-2 it saves few steps: the captured MNIST subproblems take 0.81 / 1.09 adaptive
-# steps without it against 0.78 / 1.06 with it (r = 10 / 15), the degenerate r = 32 set
-# 3.0 (max 4) either way (benchmarks/subproblem_real.md, hard_subproblems.md; 3.5 (max 5)
-# against 3.2 (max 4) on a capture of the same run that differed by rounding).
+# steps without it against 0.78 / 1.06 with it (r = 10 / 15; benchmarks/results/
+# subproblem_real.md now, and as of commit d4ed139), the degenerate r = 32 set 3.0 (max 4)
+# either way (hard_subproblems.md; 3.5 (max 5) against 3.2 (max 4) on a capture of the
+# same run that differed by rounding).
 # Solves to an absolute tolerance keep it: without it the MNIST r = 15 ones take 9.6
 # (max 78) secant steps at tol 1e-8 against 3.4 (max 10). Read when a solve is traced.
 LOOSE_SECANT_SHIFT = False
@@ -63,7 +64,8 @@ LOOSE_SECANT_SHIFT = False
 # a loose step (d = 784, r = 10, float64, CPU). 0.1 leaves the Newton steps on the captured
 # subproblems at rtol 1e-2 as they were (MNIST 0.81 / 1.09 adaptive steps at r = 10 / 15;
 # the degenerate d = 1024 set unchanged) with 20% fewer evaluations of E, and cut R-ProxSGD's
-# step on MNIST from 1.46-2.74x to 1.34-2.50x an R-Subgrad step (float64). Tight solves
+# step on MNIST from 1.46-2.74x to 1.34-2.50x an R-Subgrad step (float64, an A/B run of
+# benchmarks/step_cost.py at mu 0.05 / 0.2 / 0.8; step_cost.md: 1.34-2.63x). Tight solves
 # (rtol = 0) keep the line search: with full steps first, R-ProxSGD's solves to 1e-10 at
 # mu = 0.8 took 2.2 instead of 1.0 steps. 0 turns it off.
 UNIT_ACCEPT = 0.1
@@ -161,8 +163,9 @@ def secant_step(x, xt, t, reg, tol, use_cg, escalated, lam, w, y, jac, e, norm_e
     plain Newton step on the dual (no secant shift, regularization PLAIN_RHO_SCALE
     min(||E||, 0.1)): cheap, and enough where the Jacobian is not singular or the
     tolerance is loose. A step that does not cut ||E|| by the factor ESCALATE escalates
-    the call: its later steps add the secant shift (a ``lax.cond``: skipped work in a
-    plain or ``lax.map``-ped call, both branches under ``vmap``). ``loose`` (traced: the
+    the call: its later steps add the secant shift (a ``lax.cond``: a real branch except
+    in a batched, accelerator ``vmap`` of tight solves, where it runs both; loose solves
+    never reach it). ``loose`` (traced: the
     call has a relative stopping test) raises the secant steps' regularization to
     LOOSE_RHO_SCALE and, unless LOOSE_SECANT_SHIFT, drops their shift: the step is then a
     regularized dual Newton step, taken in full when that cuts ||E|| by UNIT_ACCEPT and

@@ -103,8 +103,9 @@ def test_solutions_are_tangent_and_sparse_like_the_reference():
 
 
 def test_vmapped_lanes_over_mu_wait_little():
-    # One captured point and gradient, the paper's mu range: the lockstep cost of a vmapped
-    # solve is the slowest lane's step count, which stays small.
+    # One captured point and gradient, the paper's mu range: the lockstep cost of a batched
+    # vmapped solve (accelerators; on CPU lanes are mapped) is the slowest lane's step
+    # count, which stays small.
     inst = load_instances(10, np.float64)[8]
     mus = jnp.geomspace(0.05, 0.8, 8)
     solve = _solver(1e-8)
