@@ -42,9 +42,9 @@ LINE_SEARCH_PASSES = 6
 # subproblem_real.md, float64, with the secant shift then kept in loose solves): at rtol
 # 1e-2 the degenerate r = 32 subproblems take a mean of 3.0 (max 4) adaptive steps with 1.0
 # against 23.3 (max 40) with 1e-4, and the MNIST ones 0.78 / 1.06 (r = 10 / 15) against
-# 0.78 / 1.12. At tol 1e-8 the MNIST ones take
-# 2.19 / 3.38 secant steps with 1e-4; with RHO_SCALE set to 1.0 they took 2.97 / 5.03 (a
-# one-off measurement on the same instances, not a benchmark script), hence two scales.
+# 0.78 / 1.12. At tol 1e-8 the MNIST ones take 2.19 / 3.38 secant steps with 1e-4; with
+# RHO_SCALE set to 1.0 they took 2.97 / 5.03 (a one-off measurement on the same instances,
+# not a benchmark script), hence two scales.
 RHO_SCALE = 1e-4
 LOOSE_RHO_SCALE = 1.0
 # Loose solves skip the secant shift (a ``lax.cond`` on the traced flag: a real branch
@@ -165,11 +165,10 @@ def secant_step(x, xt, t, reg, tol, use_cg, escalated, lam, w, y, jac, e, norm_e
     tolerance is loose. A step that does not cut ||E|| by the factor ESCALATE escalates
     the call: its later steps add the secant shift (a ``lax.cond``: a real branch except
     in a batched, accelerator ``vmap`` of tight solves, where it runs both; loose solves
-    never reach it). ``loose`` (traced: the
-    call has a relative stopping test) raises the secant steps' regularization to
-    LOOSE_RHO_SCALE and, unless LOOSE_SECANT_SHIFT, drops their shift: the step is then a
-    regularized dual Newton step, taken in full when that cuts ||E|| by UNIT_ACCEPT and
-    with the exact line search otherwise."""
+    never reach it). ``loose`` (traced: the call has a relative stopping test) raises the
+    secant steps' regularization to LOOSE_RHO_SCALE and, unless LOOSE_SECANT_SHIFT, drops
+    their shift: the step is then a regularized dual Newton step, taken in full when that
+    cuts ||E|| by UNIT_ACCEPT and with the exact line search otherwise."""
     eps = jnp.finfo(x.dtype).eps
     secant_scale = jnp.where(loose, LOOSE_RHO_SCALE, RHO_SCALE)
     zeros = lambda: jnp.zeros_like(e)  # noqa: E731

@@ -48,7 +48,7 @@ METHODS = ("secant", "adaptive", "reference")
 #: Breakpoints walked per coordinate by the secant rule.
 SECANT_PASSES = 3
 #: How ``jax.vmap`` batches a solve (read when it is traced): ``None`` (default) maps
-#: the lanes one after another (``jax.custom_batching.sequential_vmap``) on CPU and runs
+#: the lanes one after another (a ``custom_vmap`` rule, :func:`_mapped_lanes`) on CPU and runs
 #: one batched Newton loop elsewhere; ``True`` / ``False`` force either. On CPU a batched
 #: loop runs every lane for as many steps as the slowest needs, and its kernels, already
 #: small, gain nothing from the batch (benchmarks/results/step_cost.md).
@@ -222,7 +222,7 @@ def _mapped_lanes(fn):
         def lane(lane_args):
             it = iter(lane_args)
             merged = [next(it) if b else a for a, b in zip(flat, flags, strict=True)]
-            return fn(*jax.tree.unflatten(tree, merged))
+            return raw(*jax.tree.unflatten(tree, merged))
 
         out = lax.map(lane, mapped)
         return out, jax.tree.map(lambda _: True, out)
@@ -275,7 +275,7 @@ def tangent_prox(
     It can be ``jax.vmap``-ed over ``x``, ``g``, ``t``, ``lam`` and the
     regularizer (for instance over many values of mu). On CPU the lanes of a
     vmapped solve run one after another, each for its own number of Newton
-    steps (``jax.custom_batching.sequential_vmap``), while the work around it
+    steps (a ``jax.custom_batching.custom_vmap`` rule), while the work around it
     (gradients) stays batched; on accelerators they form one batched loop that
     runs until its slowest lane ends (``_subproblem.SEQUENTIAL_LANES``).
 
