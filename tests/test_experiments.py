@@ -5,33 +5,16 @@ notebook tests reuse: the notebooks' small versions then resume instead of recom
 """
 
 import dataclasses
-import json
 
 import numpy as np
 import pytest
 
 from rproxjax import experiments
 from rproxjax.experiments import __main__ as cli
+from tests.experiment_checks import check_file as _check_file
+from tests.experiment_checks import run_tiny as _run
 
 SPCA = [name for name, cfg in experiments.CONFIGS.items() if cfg.kind == "spca"]
-
-
-def _run(name, out_dir):
-    if experiments.CONFIGS[name].kind == "peers":
-        pytest.importorskip("spams")
-        pytest.importorskip("sklearn")
-    return experiments.run(name, size="tiny", out_dir=out_dir, progress=False)
-
-
-def _check_file(result, out_dir):
-    on_disk = json.loads((out_dir / f"{result['name']}.json").read_text())
-    assert on_disk["complete"] and on_disk["summary"] == result["summary"]
-    for field in ("date", "jax", "device", "cpu_count", "rproxjax"):
-        assert on_disk["machine"][field]
-    claims = on_disk["summary"]["claims"]
-    assert claims and all(isinstance(c["pass"], bool) and c["numbers"] for c in claims)
-    paths = experiments.plot(on_disk, out_dir)
-    assert paths and all(p.stat().st_size > 10_000 for p in paths)
 
 
 @pytest.mark.parametrize("name", SPCA)
@@ -76,47 +59,6 @@ def test_sparse_pca_configuration_end_to_end(name, tiny_results):
         assert np.all(sgd > 0)
     assert len(result["summary"]["table"]) == 6 * len(cfg["mus"])
     assert n == 400
-
-
-def test_rmc_configuration_end_to_end(tiny_results):
-    result = _run("rmc-video", tiny_results)
-    _check_file(result, tiny_results)
-    units, cfg = result["units"], result["config"]
-    nnz = units["setup/seed=0"]["nnz"]
-    for method in ("R-ProxSPB", "R-ProxSGD", "R-Subgrad"):
-        run = units[f"run/{method}/seed=0"]
-        assert run["U_orthonormality"] < 1e-10
-        assert run["ifo_over_nnz"] <= cfg["budget"] + 1e-9
-        assert run["F"] == pytest.approx(min(np.asarray(run["grid_F"], float)), rel=1e-9)
-        assert run["error"] < units["setup/seed=0"]["error0"]
-        assert len(run["background_frame"]) == units["setup/seed=0"]["m"]
-        # The converged reference run reaches a lower F than the budgeted runs.
-        assert units["reference/seed=0"]["F"] < run["F"]
-    ref = units["reference/seed=0"]
-    assert ref["F"] <= ref["F_half"] and ref["error"] < units["setup/seed=0"]["error0"]
-    assert result["summary"]["reference"]["error_per_seed"] == [ref["error"]]
-    # The model check is the comparison it states, recomputed from the saved units.
-    expected = all(ref["error"] < units[f"run/{m}/seed=0"]["error"]
-                   for m in ("R-ProxSPB", "R-ProxSGD", "R-Subgrad"))
-    assert result["summary"]["model_check"]["pass"] is expected
-    assert nnz > 0 and len(result["summary"]["table"]) == 3
-
-
-@pytest.mark.parametrize("name", ["peers-mnist", "peers-fashion"])
-def test_peers_configuration_end_to_end(name, tiny_results):
-    result = _run(name, tiny_results)
-    _check_file(result, tiny_results)
-    table = result["summary"]["table"]
-    ours = [row for row in table if row["method"] == "R-ProxSPB"]
-    budget = ours[0]["ifo"]
-    assert {row["method"] for row in table} == {"R-ProxSPB", "SPAMS", "MiniBatchSparsePCA"}
-    for row in table:
-        assert 0 <= row["explained_variance"] <= 1 and 0 <= row["adjusted_variance"] <= 1
-        assert row["wall_time"] > 0
-    for row in ours:
-        assert row["orthonormality"] < 1e-10 and row["ifo"] == budget
-    # more mu, sparser loadings
-    assert ours[-1]["nonzeros"] <= ours[0]["nonzeros"]
 
 
 def test_resume_reads_saved_units_and_refuses_another_configuration(tiny_results, monkeypatch):

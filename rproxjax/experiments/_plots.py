@@ -30,7 +30,10 @@ def plot(result: dict, out_dir=None) -> list:
     """Draws the figures of a result; saves PNGs to ``out_dir`` (returns their paths) or,
     with ``out_dir=None``, returns the matplotlib figures."""
     kind = result["config"]["kind"]
-    figures = {"spca": spca_figures, "peers": peers_figures, "rmc": rmc_figures}[kind](result)
+    from rproxjax.experiments import _peers_report, _rmc_report
+
+    draw = {"spca": spca_figures, "peers": _peers_report.figures, "rmc": _rmc_report.figures}
+    figures = draw[kind](result)
     if out_dir is None:
         return list(figures.values())
     plt = _pyplot()
@@ -80,55 +83,5 @@ def spca_figures(result: dict) -> dict:
         row[0].legend(fontsize=7)
     fig.suptitle(f"Online sparse PCA on {STAND_INS[cfg['dataset']]}: n = {n}, r = {cfg['r']}, "
                  f"|S| = |S2| = q = {cfg['batch_size']}, |S1| = n; {cfg['dtype']}", fontsize=10)
-    fig.tight_layout()
-    return {"": fig}
-
-
-def peers_figures(result: dict) -> dict:
-    """Explained variance against nonzeros for each method's sparsity sweep."""
-    plt = _pyplot()
-    cfg, rows = result["config"], result["summary"]["table"]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for method in dict.fromkeys(row["method"] for row in rows):
-        sub = [row for row in rows if row["method"] == method]
-        nnz = [row["nonzeros_normalized"] for row in sub]
-        for ax, metric in zip(axes, ("explained_variance", "adjusted_variance"), strict=True):
-            ax.plot(nnz, [row[metric] for row in sub], marker="o", color=COLORS[method],
-                    label=method)
-    for ax, title in zip(axes, ("explained variance tr(X^T A A^T X) / tr(X^T X) / ||A||_F^2",
-                                "adjusted variance (QR of A^T X, Zou et al. 2006)"), strict=True):
-        ax.set_xscale("log")
-        total = result["units"]["setup"]["d"] * cfg["r"]
-        ax.set_xlabel(f"nonzeros of X (|X_ij| > 1e-3, unit columns; of {total})")
-        ax.set_title(title, fontsize=9)
-        ax.legend(fontsize=8)
-    fig.suptitle(f"Sparse PCA loadings on {STAND_INS[cfg['dataset']]}, r = {cfg['r']}; "
-                 "R-ProxSPB and SPAMS: equal batch size and sample budget; MiniBatchSparsePCA: "
-                 "its passes, see the table", fontsize=9)
-    fig.tight_layout()
-    return {"": fig}
-
-
-def rmc_figures(result: dict) -> dict:
-    """Original frame, observed frame, and each method's background (first seed)."""
-    plt = _pyplot()
-    images = result["units"]["images"]
-    shape = tuple(images["shape"])
-    panels = [("original frame", images["frame"]), ("observed (50%, outliers)",
-                                                    images["observed"]),
-              ("temporal median", images["median"])]
-    table = {row["method"]: row for row in result["summary"]["table"]}
-    for method in ("R-ProxSPB", "R-ProxSGD", "R-Subgrad"):
-        row = table[method]
-        panels.append((f"{method}\ntime = {row['time']:.2f} s, error = {row['error']:.4f}",
-                       images[method]))
-    fig, axes = plt.subplots(1, len(panels), figsize=(2.6 * len(panels), 2.6))
-    for ax, (title, img) in zip(axes, panels, strict=True):
-        img = np.asarray(img, dtype=float).reshape(shape)
-        ax.imshow(np.where(np.isfinite(img), img, 0.0), cmap="gray", vmin=0, vmax=1)
-        ax.set_title(title, fontsize=8)
-        ax.axis("off")
-    fig.suptitle(f"Background estimation, {VIDEO}; budget {result['config']['budget']:g} "
-                 "|Omega| stochastic gradients", fontsize=9)
     fig.tight_layout()
     return {"": fig}

@@ -9,18 +9,9 @@ from __future__ import annotations
 import json
 import pathlib
 
+from rproxjax.experiments import _claims, _peers_report, _rmc_report
 from rproxjax.experiments._configs import CONFIGS
-from rproxjax.experiments._plots import STAND_INS, VIDEO
-
-
-def _claims(result) -> list[str]:
-    claims = result["summary"]["claims"]
-    lines = [f"Claims checked on the data: **{sum(c['pass'] for c in claims)}/{len(claims)} "
-             "pass**.", "", "| | claim | numbers |", "|---|---|---|"]
-    for c in claims:
-        lines.append(f"| {'pass' if c['pass'] else '**FAIL**'} | {c['claim']} | "
-                     f"{c['numbers']} |")
-    return lines
+from rproxjax.experiments._plots import STAND_INS
 
 
 def _machine(result) -> str:
@@ -78,52 +69,6 @@ def _spca(result) -> list[str]:
     return lines
 
 
-def _peers(result) -> list[str]:
-    lines = [f"![{result['name']}]({result['name']}.png)", "",
-             "| method | penalty | expl. var. | adj. var. | nonzeros (unit columns) | "
-             "nonzeros (as returned) | \\|\\|X^T X - I\\|\\| | IFO | time (s) |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for row in result["summary"]["table"]:
-        lines.append(f"| {row['method']} | {float(row['penalty']):g} | "
-                     f"{float(row['explained_variance']):.4f} | "
-                     f"{float(row['adjusted_variance']):.4f} | {row['nonzeros_normalized']} | "
-                     f"{row['nonzeros']} | {float(row['orthonormality']):.1e} | {row['ifo']} | "
-                     f"{float(row['wall_time']):.2f} |")
-    lines += ["", "How each method was called:", ""]
-    seen = set()
-    for row in result["summary"]["table"]:
-        if row["method"] not in seen:
-            seen.add(row["method"])
-            lines.append(f"- {row['method']}: `{row['config']}`")
-    return lines
-
-
-def _rmc(result) -> list[str]:
-    cfg = result["config"]
-    setup = result["units"][f"setup/seed={cfg['seeds'][0]}"]
-    lines = [f"Data: {VIDEO}, {setup['m']} pixels x {setup['n']} frames, |Omega| = "
-             f"{setup['nnz']}; rank {cfg['rank']}; budget {cfg['budget']:g} |Omega|; "
-             f"seeds {list(cfg['seeds'])}. Initial error {setup['error0']:.4f}.", "",
-             f"![{result['name']}]({result['name']}.png)", "",
-             "| method | F (mean) | error (mean) | error per seed | best grid error | "
-             "time (s) | IFO/\\|Omega\\| | S nonzero |", "|---|---|---|---|---|---|---|---|"]
-    for row in result["summary"]["table"]:
-        per_seed = ", ".join(f"{e:.4f}" for e in row["error_per_seed"])
-        lines.append(f"| {row['method']} | {float(row['F']):.6g} | {float(row['error']):.4f} | "
-                     f"{per_seed} | {float(row['best_grid_error']):.4f} | "
-                     f"{float(row['time']):.2f} | {float(row['ifo_over_nnz']):.2f} | "
-                     f"{float(row['S_nonzero_fraction']):.3f} |")
-    ref = result["summary"].get("reference")
-    if ref is not None:
-        per_seed = ", ".join(f"{e:.4f}" for e in ref["error_per_seed"])
-        lines.append(f"| converged reference ({cfg['reference_epochs']} full-gradient steps) | "
-                     f"{float(ref['F']):.6g} | {float(ref['error']):.4f} | {per_seed} | | | | |")
-        check = result["summary"]["model_check"]
-        lines += ["", f"Model check ({'passes' if check['pass'] else 'FAILS'}): {check['check']}:"
-                      f" {check['numbers']}."]
-    return lines
-
-
 def write_report(out_dir="results") -> pathlib.Path:
     """Writes ``<out_dir>/README.md`` from the complete results files found there."""
     out_dir = pathlib.Path(out_dir)
@@ -132,7 +77,7 @@ def write_report(out_dir="results") -> pathlib.Path:
              "folder (every curve and number is in them). Rerun an experiment with "
              "`python -m rproxjax.experiments NAME`; the notebooks in `notebooks/` draw "
              "these files.", ""]
-    sections = {"spca": _spca, "peers": _peers, "rmc": _rmc}
+    sections = {"spca": _spca, "peers": _peers_report.section, "rmc": _rmc_report.section}
     for name in CONFIGS:
         path = out_dir / f"{name}.json"
         if not path.exists():
@@ -144,7 +89,7 @@ def write_report(out_dir="results") -> pathlib.Path:
             continue
         lines += [f"## {name}", "", _machine(result), ""]
         lines += sections[result["config"]["kind"]](result)
-        lines += [""] + _claims(result) + [""]
+        lines += [""] + _claims.render(result["summary"]["claims"])
     path = out_dir / "README.md"
     path.write_text("\n".join(lines) + "\n")
     return path
