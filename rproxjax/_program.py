@@ -52,7 +52,11 @@ class History(NamedTuple):
       feasibility: ||X^T X - I||_F after each step.
       halted: True from the first non-finite gradient on (updates stop).
       refresh: True at the estimators' large-batch (refresh) steps.
-      variance: ||V_t - grad f(X_t)||_F^2, if ``record_variance``, else None.
+      variance: ||V_t - grad f(X_t)||_F^2 (Euclidean), if ``record_variance``,
+        else None. Its normal component is minibatch noise the step never uses.
+      riemannian_variance: ||P_{X_t}(V_t - grad f(X_t))||_F^2, the variance of the
+        Riemannian gradient estimate (each block's tangent projection at X_t, the
+        part of V_t the proximal step sees), if ``record_variance``, else None.
       loss: F(X_{t+1}) = f + h after each step, if ``record_loss``, else None
         (f over the whole data set in finite-sum mode, over the current
         minibatch in online mode).
@@ -68,6 +72,7 @@ class History(NamedTuple):
     refresh: Array
     variance: Array | None
     loss: Array | None
+    riemannian_variance: Array | None = None
 
 
 def state_blocks(state):
@@ -128,6 +133,19 @@ class EpochProgram:
     record_loss: bool = False
     record_variance: bool = False
 
+    def segments(self):
+        """(head, tail, segments per block): the programs of epochs that are segments
+        of a block, the head with the refresh (a block of ``steps`` steps) and the
+        tail without (plain estimator steps); None when epochs are whole blocks or
+        there are no blocks."""
+        plan = self.plan
+        if plan.q is None or plan.steps >= plan.q:
+            return None
+        head = Plan(plan.steps, plan.batch_size, plan.steps, plan.refresh_size)
+        tail = Plan(plan.steps, plan.batch_size, None, plan.refresh_size)
+        return (dataclasses.replace(self, plan=head), dataclasses.replace(self, plan=tail),
+                plan.q // plan.steps)
+
     @property
     def finite_sum(self) -> bool:
         return hasattr(self.sampler, "mean")
@@ -164,8 +182,17 @@ class EpochProgram:
         updates, state = self.optimizer.update(g, state, x, **self._extra(element, refresh))
         x_new = optax.apply_updates(x, updates)
         ifo = ifo + cost
-        return (x_new, state, ifo), self._history(x_new, state, ifo, g, g_true, refresh,
-                                                  element)
+        hist = self._history(x_new, state, ifo, g, g_true, refresh, element)
+        if self.record_variance:
+            hist = hist._replace(riemannian_variance=self._tangent_sq(state, x, g, g_true))
+        return (x_new, state, ifo), hist
+
+    @staticmethod
+    def _tangent_sq(state, x, g, g_true):
+        """||P_X(V - grad f(X))||^2 at the step's point X (before the update)."""
+        diff = jax.tree.map(jnp.subtract, otu.tree_get(state, "v", g), g_true)
+        return total_sq_norm(map_blocks(lambda b, xb, ub: b.project(xb, ub),
+                                        state_blocks(state), x, diff))
 
     def _history(self, x, state, ifo, g, g_true, refresh, element):
         dtype = jnp.result_type(*jax.tree.leaves(x))

@@ -131,7 +131,11 @@ def _finite_plan(needs: Needs, n: int, s: _Settings) -> tuple[Plan, int]:
     steps = s.steps_per_epoch
     if steps is None:
         steps = n // b if q is None else max(1, (n // b) // (q - 1)) * q
-    if q is not None:
+    if q is not None and steps < q:  # segments of a block: a curve point every `steps`
+        if q % steps:
+            raise ValueError(f"steps_per_epoch = {steps} below the refresh period q = {q} "
+                             f"must divide q (epochs are segments of a block).")
+    elif q is not None:
         steps = max(1, steps // q) * q
     num_epochs = s.num_epochs
     if num_epochs is None:
@@ -241,7 +245,11 @@ _FIT_ARGS_DOC = """
       steps_per_epoch: finite-sum mode: steps per compiled epoch (default
         n // batch_size, a pass over the data; with a refresh period q a
         pass of minibatch steps, max(1, (n // b) // (q - 1)) blocks of q
-        steps, and always whole blocks). Each epoch draws a fresh permutation
+        steps; at least q is rounded down to whole blocks). In :func:`fit`, a
+        value below q that divides it makes each epoch a segment of a block (a
+        curve point every ``steps_per_epoch`` steps: the first segment holds
+        the refresh; ``num_epochs`` counts segments, and a resumed run starts
+        a new block). Each epoch draws a fresh permutation
         and uses its first ``steps_per_epoch * batch_size`` indices: no sample
         repeats within an epoch, but samples may repeat across epochs. Shorter
         epochs give finer recorded curves and also change the sampling:
@@ -250,8 +258,10 @@ _FIT_ARGS_DOC = """
       refresh_batch_size: |S1| (default n in finite-sum mode; required online).
       record_loss: also record F after every step (costs a pass over the data
         per step in finite-sum mode).
-      record_variance: record ||V_t - grad f(X_t)||^2 (full gradient per step;
-        finite-sum mode only).
+      record_variance: record ||V_t - grad f(X_t)||^2 and its tangent part
+        ||P_{X_t}(V_t - grad f(X_t))||^2, the Riemannian one (``history.variance``,
+        ``history.riemannian_variance``; a full gradient per step; finite-sum
+        mode only).
       chunk_size: samples per chunk when accumulating large-batch gradients
         (and steps per online chunk: chunk_size // batch_size).
       batched_loss: ``loss_fn(params, batch)`` already returns the mean loss
@@ -342,9 +352,8 @@ fit.__doc__ += _FIT_ARGS_DOC + """      progress: print a progress line per epoc
 """
 
 
-def _host_loop(program, carry, inputs_iter, key, progress, total):
-    """Runs the epochs one compiled call at a time, timing each (compilation excluded)."""
-    carry0_ifo = carry[2]
+def _epoch_fn(program):
+    """One epoch of ``program`` from its element (an epoch key, or an online chunk)."""
     finite = program.finite_sum
 
     def epoch(c, element):
@@ -352,13 +361,26 @@ def _host_loop(program, carry, inputs_iter, key, progress, total):
         c, hist = program.run(c, inputs)
         return c, hist, (None if finite else program.end_loss(c, inputs))
 
+    return epoch
+
+
+def _host_loop(program, carry, inputs_iter, key, progress, total):
+    """Runs the epochs one compiled call at a time, timing each (compilation excluded).
+    Epochs that are segments of a block (``steps_per_epoch < q``) alternate between the
+    block's head (the refresh and the first steps) and its tail segments."""
+    carry0_ifo = carry[2]
+    finite = program.finite_sum
+    parts = program.segments()
+
     programs, end_loss = {}, None  # online: a shorter last chunk is another program
     hists, losses, ifos, times, elapsed = [], [], [], [0.0], 0.0
     try:
         for e, element in enumerate(inputs_iter):
-            shapes = str(jax.tree.map(jnp.shape, element))
+            part = 0 if parts is None else int(e % parts[2] != 0)
+            shapes = (part, str(jax.tree.map(jnp.shape, element)))
             if shapes not in programs:
-                programs[shapes] = compile_once(epoch, carry, element)
+                prog = program if parts is None else parts[part]
+                programs[shapes] = compile_once(_epoch_fn(prog), carry, element)
             if finite and end_loss is None:  # F after each epoch, outside the timing
                 end_loss = compile_once(lambda c: program.end_loss(c, None), carry)
                 losses.append(end_loss(carry))
@@ -425,6 +447,9 @@ def pure_fit(optimizer, loss_fn, params, data, *, key, batch_size: int | None = 
     program, epochs, carry = _prepare(optimizer, loss_fn, params, data, key, opt_state,
                                       settings, batched_loss, record_loss, record_variance,
                                       initial_ifo, mesh, data_axis)
+    if program.segments() is not None:
+        raise ValueError("pure_fit runs whole blocks: steps_per_epoch must be at least the "
+                         "refresh period q (fit splits blocks into shorter epochs).")
     loss0 = program.end_loss(carry, None)
     key, keys = _epoch_keys(key, epochs)
 

@@ -280,3 +280,49 @@ def test_a_failing_stream_keeps_the_chunks_already_run(planted):
     assert partial.history.ifo.shape == (4,)  # two whole chunks ran before the failure
     np.testing.assert_array_equal(partial.epoch_ifo, [0, 80, 160])
     assert float(rproxjax.stiefel.feasibility(partial.params)) < 1e-12
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
+def test_recorded_variances_match_the_sampled_gradient(dtype):
+    """history.variance / riemannian_variance of the first step against the two candidates
+    computed by hand: with two samples and batches of one, V_0 is one sample's gradient."""
+    rng = np.random.default_rng(3)
+    data = jnp.asarray(rng.normal(size=(2, 12)), dtype)
+    x0 = rproxjax.stiefel.random_point(jax.random.key(1), 12, 3, dtype)
+    res = rproxjax.fit(_sgd(0.1), _loss, x0, data, key=jax.random.key(2), batch_size=1,
+                       num_epochs=1, steps_per_epoch=1, record_variance=True)
+    grads = [jax.grad(_loss)(x0, data[i]) for i in range(2)]
+    full = (grads[0] + grads[1]) / 2
+    euclid = [float(jnp.sum((g - full) ** 2)) for g in grads]
+    tangent = [float(jnp.sum(rproxjax.stiefel.project(x0, g - full) ** 2)) for g in grads]
+    got_e, got_t = float(res.history.variance[0]), float(res.history.riemannian_variance[0])
+    i = int(np.argmin([abs(got_e - e) for e in euclid]))
+    rtol = 1e-5 if dtype == jnp.float32 else 1e-12
+    np.testing.assert_allclose(got_e, euclid[i], rtol=rtol)
+    np.testing.assert_allclose(got_t, tangent[i], rtol=rtol)
+    assert tangent[i] < 0.9 * euclid[i]  # the normal part is not counted
+
+
+def test_epochs_can_be_segments_of_a_block(planted):
+    """steps_per_epoch below q (dividing it): a curve point every few steps, the refresh
+    still every q steps, the IFOs of whole blocks; otherwise a clear error."""
+    data, x0, _ = planted
+    opt = rproxjax.r_prox_spb(0.3, 0.05, rproxjax.l1(0.2), q=10)
+    common = dict(key=jax.random.key(4), batch_size=40)
+    whole = rproxjax.fit(opt, _loss, x0, data, num_epochs=3, steps_per_epoch=10, **common)
+    seg = rproxjax.fit(opt, _loss, x0, data, num_epochs=15, steps_per_epoch=2,
+                       record_variance=True, **common)
+    refresh = np.asarray(seg.history.refresh)
+    np.testing.assert_array_equal(np.flatnonzero(refresh), [0, 10, 20])
+    np.testing.assert_array_equal(seg.epoch_ifo[::5], whole.epoch_ifo)
+    assert seg.epoch_loss.shape == (16,) and np.all(np.diff(np.asarray(seg.epoch_time)) > 0)
+    var = np.asarray(seg.history.riemannian_variance)
+    assert np.all(var[refresh] < 1e-20) and np.all(var[~refresh] > 0)
+    # the curve's points are the losses at those steps (F evaluated outside the timing)
+    for e in (3, 7):
+        part = rproxjax.fit(opt, _loss, x0, data, num_epochs=e, steps_per_epoch=2, **common)
+        np.testing.assert_allclose(part.epoch_loss[-1], seg.epoch_loss[e], rtol=1e-12)
+    with pytest.raises(ValueError, match="must divide q"):
+        rproxjax.fit(opt, _loss, x0, data, num_epochs=2, steps_per_epoch=3, **common)
+    with pytest.raises(ValueError, match="whole blocks"):
+        rproxjax.pure_fit(opt, _loss, x0, data, num_epochs=2, steps_per_epoch=2, **common)
