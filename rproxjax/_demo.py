@@ -32,6 +32,12 @@ def _methods(reg, q):
     }
 
 
+def _points_step(q: int) -> int:
+    """Steps between R-ProxSPB's curve points: the largest divisor of q up to q / 10
+    (points inside its blocks, not only at their ends)."""
+    return max(k for k in range(1, max(1, q // 10) + 1) if q % k == 0)
+
+
 def _check_run(n, r, mu, budget, q, batch_size):
     """Clear errors for settings that cannot give the demonstration's equal IFO budgets."""
     for name, value, low in (("n", n, batch_size), ("r", r, 1), ("q", q, 2)):
@@ -61,16 +67,16 @@ def run(n=20000, r=10, mu=0.2, budget=4.0, q=100, batch_size=100, seed=0, out_di
           f"budget {budget:g} IFO/n, {data.dtype}, {jax.devices()[0].platform}")
     results = {}
     for name, (opt, spb) in _methods(reg, q).items():
-        if spb:  # an epoch: (n // b) // (q - 1) blocks of one refresh and q - 1 SARAH steps
-            steps_per_epoch = max(1, (n // batch_size) // (q - 1)) * q
-            blocks = steps_per_epoch // q
-            epoch_ifo = blocks * block_cost(q, batch_size, n)
-        else:
-            epoch_ifo = (n // batch_size) * batch_size
-        epochs = max(1, int(budget * n // epoch_ifo))
+        if spb:  # whole blocks within the budget, a curve point every tenth of a block
+            blocks = max(1, int(budget * n // block_cost(q, batch_size, n)))
+            steps = _points_step(q)
+            epochs = blocks * (q // steps)
+        else:  # passes over the data
+            steps = n // batch_size
+            epochs = max(1, int(budget * n // (steps * batch_size)))
         start = time.perf_counter()
         res = rproxjax.fit(opt, problems.spca_loss, x0, data, key=jax.random.key(seed + 1),
-                           batch_size=batch_size, num_epochs=epochs)
+                           batch_size=batch_size, num_epochs=epochs, steps_per_epoch=steps)
         wall = time.perf_counter() - start
         x = res.params
         results[name] = {

@@ -16,6 +16,12 @@ def test_demo_runs_and_reports(tmp_path, capsys):
         assert s["curve_loss"][-1] < s["curve_loss"][0], name
         assert s["ifo_over_n"] <= 5.0 + 1e-9, name  # equal budgets, never more
         assert 0.0 < s["explained_variance"] < 1.0
+    # R-ProxSPB's curve has a point every step here (q = 10): inside its blocks, with the
+    # refreshes' jumps in IFOs every q steps.
+    jumps = np.diff(results["R-ProxSPB"]["curve_ifo"]) * 3000
+    assert len(jumps) % 10 == 0 and len(jumps) > 10
+    np.testing.assert_allclose(jumps[::10], 3000 + 0 * jumps[::10])
+    np.testing.assert_allclose(np.delete(jumps, np.s_[::10]), 200.0)
     # Sparse components: entries above the paper's threshold 1e-3.
     assert results["R-ProxSPB"]["nonzeros"] < 0.5 * 784 * 10
     assert np.all(np.isfinite(results["R-ProxSPB"]["params"]))

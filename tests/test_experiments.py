@@ -21,44 +21,102 @@ SPCA = [name for name, cfg in experiments.CONFIGS.items() if cfg.kind == "spca"]
 def test_sparse_pca_configuration_end_to_end(name, tiny_results):
     result = _run(name, tiny_results)
     _check_file(result, tiny_results)
-    cfg, units = result["config"], result["units"]
-    n = units["setup"]["n"]
+    cfg, units, summary = result["config"], result["units"], result["summary"]
+    seeds, panels = cfg["seeds"], summary["panels"]
+    assert len(seeds) >= 2 and not set(seeds) & set(cfg["tuning_seeds"])
+    assert [p["mu"] for p in panels] == pytest.approx(
+        [f * units["setup"]["mu_degenerate"] for f in cfg["mu_fractions"]] + list(cfg["mus"]))
     stochastic = ("R-ProxSPB", "R-ProxSGD", "R-Subgrad", "R-ProxSVRG", "R-ProxSARAH")
     for method in stochastic:
         grid = units[f"grid/{method}"]
+        assert grid["tuning_seeds"] == cfg["tuning_seeds"]
         loss = np.asarray(grid["loss"], float)
-        assert loss.shape == (len(cfg["mus"]), len(cfg["etas"]))
-        for i, mu in enumerate(cfg["mus"]):
-            run = units[f"run/{method}/mu={mu}"]
-            # the chosen step is the grid's best by its loss
+        assert loss.shape == (len(panels), len(cfg["etas"]))
+        for i, panel in enumerate(panels):  # the chosen step is the tuning grid's best
+            run = units[f"run/{method}/mu={panel['key']}/seed={seeds[0]}"]
             assert run["eta"] == cfg["etas"][int(np.argmin(loss[i]))]
-    # every method's grid search had the same budget (one R-ProxSPB block here)
     grid_ifo = {units[f"grid/{m}"]["ifo_over_n"] for m in stochastic}
     assert len(grid_ifo) == 1 and grid_ifo.pop() >= cfg["grid_budget"]
-    for mu in cfg["mus"]:
+    for panel in panels:
         for method in stochastic + ("ManPG",):
-            run = units[f"run/{method}/mu={mu}"]
-            assert run["feasibility"] < 1e-10 and not run["halted"]
-            ifo = np.asarray(run["ifo_over_n"])
-            assert ifo[0] == 0 and np.all(np.diff(ifo) > 0)
-            assert np.all(np.diff(np.asarray(run["time"])) > 0)
-            assert np.isfinite(run["stationarity"]) and run["stationarity"] >= 0
-        # ManPG spends n sample gradients per iteration.
-        np.testing.assert_allclose(np.diff(units[f"run/ManPG/mu={mu}"]["ifo_over_n"]), 1.0)
-        # The estimators: at a refresh |S1| = n, so V_t is the full gradient (zero variance);
-        # R-ProxSVRG and R-ProxSARAH refresh on the same blocks as R-ProxSPB (m = q), and
-        # their IFOs are counted alike (n per refresh, 2 |S2| per step).
-        for method in ("R-ProxSPB", "R-ProxSVRG", "R-ProxSARAH"):
-            est = units[f"variance/{method}/mu={mu}"]
-            var, refresh = np.asarray(est["variance"], float), np.asarray(est["refresh"])
-            assert var.shape == (cfg["variance_steps"],) and refresh[0]
-            assert np.all(var[refresh] < 1e-20) and np.all(var[~refresh] > 0)
-            np.testing.assert_array_equal(units[f"run/{method}/mu={mu}"]["ifo_over_n"],
-                                          units[f"run/R-ProxSPB/mu={mu}"]["ifo_over_n"])
-        sgd = np.asarray(units[f"variance/R-ProxSGD/mu={mu}"]["variance"], float)
-        assert np.all(sgd > 0)
-    assert len(result["summary"]["table"]) == 6 * len(cfg["mus"])
-    assert n == 400
+            for seed in seeds:
+                run = units[f"run/{method}/mu={panel['key']}/seed={seed}"]
+                assert run["seed"] == seed and run["feasibility"] < 1e-10 and not run["halted"]
+                ifo = np.asarray(run["ifo_over_n"])
+                assert ifo[0] == 0 and np.all(np.diff(ifo) > 0)
+                assert np.all(np.diff(np.asarray(run["time"])) > 0)
+                assert 0 <= run["degenerate_columns"] <= cfg["r"]
+        # The block methods have curve points inside their blocks (every block_points steps).
+        spb = units[f"run/R-ProxSPB/mu={panel['key']}/seed={seeds[0]}"]
+        blocks = (len(spb["ifo_over_n"]) - 1) * cfg["block_points"] // cfg["q"]
+        assert len(spb["ifo_over_n"]) - 1 == blocks * cfg["q"] // cfg["block_points"] > blocks
+        # Different seeds: different X0 and samples, hence different curves.
+        a, b = (units[f"run/R-ProxSGD/mu={panel['key']}/seed={s}"]["loss"] for s in seeds[:2])
+        assert a[0] != b[0]
+        np.testing.assert_allclose(np.diff(units[f"run/ManPG/mu={panel['key']}/seed=0"]
+                                           ["ifo_over_n"]), 1.0)
+        for seed in seeds:  # the Riemannian variance is the tangent part of the Euclidean one
+            est = units[f"variance/R-ProxSPB/mu={panel['key']}/seed={seed}"]
+            riem, eucl = (np.asarray(est[k], float) for k in ("riemannian_variance", "variance"))
+            refresh = np.asarray(est["refresh"])
+            assert riem.shape == (cfg["variance_steps"],) and refresh[0]
+            assert np.all(riem[refresh] < 1e-20) and np.all(riem[~refresh] > 0)
+            assert np.all(riem <= eucl * (1 + 1e-12)) and np.any(riem < 0.99 * eucl)
+    _check_claims_over_seeds(result)
+    assert {row["gamma"] for row in summary["gamma_table"]} == set(cfg["gammas"])
+    assert len(summary["table"]) == 6 * len(panels)
+    assert units["setup"]["n"] == 400
+
+
+def _check_claims_over_seeds(result):
+    """Each claim holds one verdict per reported seed, the paper's are quoted, and one
+    comparison recomputed from the saved curves gives the same verdicts."""
+    cfg, units, claims = result["config"], result["units"], result["summary"]["claims"]
+    assert {c["kind"] for c in claims} == {"paper", "check"}
+    for c in claims:
+        assert len(c["per_seed"]) == c["seeds"] == len(cfg["seeds"])
+        assert c["seeds_passed"] == sum(c["per_seed"]) and c["pass"] == all(c["per_seed"])
+        assert (c["kind"] == "paper") == bool(c["quote"])
+    panel = result["summary"]["panels"][0]
+    text = f"{panel['label']}: R-ProxSPB reaches a lower loss than R-ProxSGD at equal IFOs"
+    (found,) = [c for c in claims if c["claim"].startswith(text)]
+    expected = []
+    for seed in cfg["seeds"]:
+        a, b = (units[f"run/{m}/mu={panel['key']}/seed={seed}"] for m in ("R-ProxSPB",
+                                                                          "R-ProxSGD"))
+        x = min(a["ifo_over_n"][-1], b["ifo_over_n"][-1])
+        expected.append(np.interp(x, a["ifo_over_n"], a["loss"])
+                        < np.interp(x, b["ifo_over_n"], b["loss"]))
+    assert found["per_seed"] == expected
+
+
+def test_degenerate_mu_is_where_the_one_pixel_point_becomes_stationary():
+    """mu_deg from the covariance, checked with the library's stationarity measure: the
+    point of the r largest-variance pixels is stationary just above mu_deg, not below."""
+    import jax.numpy as jnp
+
+    import rproxjax
+    from rproxjax import problems
+    from rproxjax.experiments._spca import degenerate_mu
+
+    rng = np.random.default_rng(0)
+    data = rng.normal(size=(300, 12)) * np.linspace(2.0, 0.5, 12) + rng.normal(size=(300, 1))
+    data -= data.mean(axis=0)
+    out = degenerate_mu(data, 3)
+    x = np.zeros((12, 3))
+    x[out["pixels"], range(3)] = 1.0
+    z = jnp.asarray(data)
+    grad = -2.0 * z.T @ (z @ jnp.asarray(x)) / data.shape[0]
+    stat = [float(problems.stationarity(jnp.asarray(x), grad, 0.1, rproxjax.l1(m))[0])
+            for m in (1.01 * out["mu_degenerate"], 0.95 * out["mu_degenerate"])]
+    assert stat[0] < 1e-8 < 1e-3 < stat[1]
+
+
+def test_tuning_seeds_must_be_disjoint_from_the_reported_ones(tmp_path):
+    cfg = dataclasses.replace(experiments.get_config("spca-mnist-r10", "tiny"),
+                              tuning_seeds=(0,))
+    with pytest.raises(ValueError, match="disjoint"):
+        experiments.run("spca-mnist-r10", out_dir=tmp_path, config=cfg, progress=False)
 
 
 def test_resume_reads_saved_units_and_refuses_another_configuration(tiny_results, monkeypatch):

@@ -14,8 +14,9 @@ or from Python::
 
 Each run writes ``<out>/<name>.json`` (every curve and number, the configuration, the
 machine, the JAX version and the date) after every finished unit, so an interrupted run
-resumes where it stopped. ``summary.claims`` in the file lists the paper's claims, each
-checked on the data as pass/fail with its numbers.
+resumes where it stopped. ``summary.claims`` in the file lists the paper's claims (quoted)
+and, apart, the project's own checks, each checked on every reported seed with the count
+that pass and its numbers (:mod:`rproxjax.experiments._claims`).
 
 Configurations (see :data:`CONFIGS`): ``spca-{mnist,fashion}-r{10,15}`` (Figures 1-3 and
 Table best_eta), ``peers-{mnist,fashion}`` (Table added_exp: against SPAMS and

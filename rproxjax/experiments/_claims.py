@@ -56,16 +56,22 @@ def render(claims: list[dict]) -> list[str]:
         lines += [f"{title}: **{_passed(paper)}**.", "",
                   "| verdict | claim | the paper's words | numbers |", "|---|---|---|---|"]
         for c in paper:
-            quote = f"\"{c['quote']}\"" if c.get("quote") else ""
-            lines.append(f"| {_bold(c)} | {c['claim']} | {quote} | {c['numbers']} |")
+            quote = f"\"{_cell(c['quote'])}\"" if c.get("quote") else ""
+            lines.append(f"| {_bold(c)} | {_cell(c['claim'])} | {quote} | "
+                         f"{_cell(c['numbers'])} |")
         lines.append("")
     if checks:
         lines += [f"(b) The project's own checks (not claims of the paper): "
                   f"**{_passed(checks)}**.", "", "| verdict | check | numbers |", "|---|---|---|"]
         for c in checks:
-            lines.append(f"| {_bold(c)} | {c['claim']} | {c['numbers']} |")
+            lines.append(f"| {_bold(c)} | {_cell(c['claim'])} | {_cell(c['numbers'])} |")
         lines.append("")
     return lines
+
+
+def _cell(text: str) -> str:
+    """Text for a Markdown table cell: a "|" (as in |Omega|) would split the cell."""
+    return str(text).replace("\\|", "|").replace("|", "\\|")
 
 
 def _passed(claims) -> str:

@@ -35,9 +35,20 @@ class SPCAConfig:
         dense r(r+1)/2 system made R-ProxSGD iterations 2.5x faster than the library's
         "auto" choice, CG, with identical iterates; measured on Fashion-MNIST).
       points_per_ifo: curve points per IFO/n for the minibatch methods.
+      block_points: steps between curve points of the block methods (R-ProxSPB,
+        R-ProxSVRG, R-ProxSARAH): points inside their blocks; must divide q.
       variance_steps: iterations of the gradient-estimate variance runs.
       dtype: "float64" (as the paper's MATLAB code) or "float32".
-      seed: seeds the subset, X0 and the sampling.
+      seed: seeds the data subset (the same data for every seed below).
+      seeds: the reported seeds: each gives X0 and the sampling of every method.
+      tuning_seeds: the seeds of the step-size grid search, disjoint from ``seeds``: the
+        chosen steps are not selected on the runs that are reported.
+      mu_fractions: panels at mu = fraction x mu_deg, with mu_deg the smallest mu at which
+        the one-pixel-per-column point (the r pixels of largest variance) is stationary,
+        computed from the data (``setup`` in the results); ``mus`` (the paper's nominal
+        values) are extra panels, marked where the runs' solutions are degenerate.
+      gammas: the gamma sensitivity panel (R-ProxSPB and R-ProxSGD, steps re-tuned for
+        each gamma) at mu = ``gamma_mu_fraction`` x mu_deg.
     """
 
     dataset: str
@@ -53,9 +64,15 @@ class SPCAConfig:
     ssn_tol: float = 1e-6
     linear_solver: str = "dense"
     points_per_ifo: int = 4
+    block_points: int = 10
     variance_steps: int = 200
     dtype: str = "float64"
     seed: int = 0
+    seeds: tuple = (0, 1, 2, 3, 4)
+    tuning_seeds: tuple = (100,)
+    mu_fractions: tuple = (0.25, 0.5)
+    gammas: tuple = (0.01, 0.1, 1.0)
+    gamma_mu_fraction: float = 0.5
     kind: str = "spca"
 
 
@@ -166,7 +183,7 @@ CONFIGS = {
 # CI-sized versions: every code path, seconds of arithmetic (compilation dominates).
 _TINY = {
     "spca": dict(n=400, r=2, budget=1.0, grid_budget=0.5, etas=(5e-3, 5e-2), batch_size=20,
-                 q=5, points_per_ifo=2, variance_steps=5),
+                 q=5, points_per_ifo=2, block_points=1, variance_steps=5, seeds=(0, 1),
     "peers": dict(n=400, r=2, iterations=20, batch_size=20, q=5, mus=(0.2, 0.8),
                   spams_penalties=(0.0, 2.0), sklearn_penalties=(1.0,)),
     "rmc": dict(n_frames=12, frame_step=10, rows=(20, 44, 3), cols=(30, 62, 3),
