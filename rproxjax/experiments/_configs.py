@@ -138,7 +138,11 @@ class RMCConfig:
       etas: step grid, in units of 1/|Omega| (the paper: 10^-j / |Omega|, j = 0..4; here
         extended past its edge, where every method's best was).
       step_scales: the S block's step relative to U's, in units of |Omega|.
-      seeds: one run per seed (mask, outliers, sampling).
+      seeds: the reported seeds, one run per seed and method (mask, outliers, sampling).
+      tuning_seeds: the seeds on which each method's step is chosen (its least mean final F
+        over them), disjoint from ``seeds``.
+      points_per_pass: curve points per pass over Omega (R-ProxSGD, R-Subgrad; R-ProxSPB
+        records one after every block).
     """
 
     n_frames: int = 200
@@ -157,7 +161,9 @@ class RMCConfig:
     # its edge, eta = 1, so the grid extends to 2 and 0.5; the S scales bracket the best ones.
     etas: tuple = (2.0, 1.0, 0.5, 1e-1, 1e-2)
     step_scales: tuple = (0.03, 0.1, 0.3, 1.0)
-    seeds: tuple = (0, 1, 2)
+    seeds: tuple = (0, 1, 2, 3, 4)
+    tuning_seeds: tuple = (100, 101)
+    points_per_pass: int = 5
     reference_epochs: int = 300
     dtype: str = "float64"
     kind: str = "rmc"
@@ -187,7 +193,8 @@ _TINY = {
     "peers": dict(n=400, r=2, iterations=20, batch_size=20, q=5, mus=(0.2, 0.8),
                   spams_penalties=(0.0, 2.0), sklearn_penalties=(1.0,)),
     "rmc": dict(n_frames=12, frame_step=10, rows=(20, 44, 3), cols=(30, 62, 3),
-                etas=(1.0, 0.1), step_scales=(0.3,), seeds=(0,), reference_epochs=40),
+                etas=(1.0, 0.1), step_scales=(0.3,), seeds=(0, 1), tuning_seeds=(5,),
+                points_per_pass=2, reference_epochs=40),
 }
 
 
