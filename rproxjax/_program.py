@@ -2,7 +2,10 @@
 
 An epoch is a ``lax.scan`` over minibatches (or an outer scan over blocks of
 one refresh and q - 1 minibatch steps, so nothing is branched on the step
-count and a vmapped sweep never computes large batches at small steps).
+count and a vmapped sweep never computes large batches at small steps). An
+epoch can also be a segment of a block (:meth:`EpochProgram.segments`): the
+block's samples are drawn from its key as a whole-block epoch draws them, and
+each segment runs its slice of them.
 Minibatch gradients are ``jax.grad`` of the mean of the ``jax.vmap``-ed
 per-sample loss; the per-step :class:`History` is the scan's output, so it
 costs no host round trip per iteration. What the optimizer needs (``grad_fn``,
@@ -145,6 +148,19 @@ class EpochProgram:
         tail = Plan(plan.steps, plan.batch_size, None, plan.refresh_size)
         return (dataclasses.replace(self, plan=head), dataclasses.replace(self, plan=tail),
                 plan.q // plan.steps)
+
+    def segment_inputs(self, element, head: bool):
+        """The inputs of segment ``j`` of a block, ``element = (block key, j)``: the block's
+        samples are drawn as a whole-block epoch draws them (so a segmented run takes the
+        same steps), and the segment takes its slice (the head: the refresh and the first
+        ``steps - 1`` minibatches)."""
+        key, j = element
+        plan = self.plan
+        block = Plan(plan.q, plan.batch_size, plan.q, plan.refresh_size)
+        small, big = self.sampler.epoch_inputs(key, block)
+        if head:
+            return small[:, :plan.steps - 1], big
+        return lax.dynamic_slice_in_dim(small[0], j * plan.steps - 1, plan.steps, axis=0)
 
     @property
     def finite_sum(self) -> bool:

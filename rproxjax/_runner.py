@@ -172,6 +172,18 @@ def _ifo0(initial=0):
     return jnp.asarray(int(initial), jnp.int64 if jax.config.jax_enable_x64 else jnp.int32)
 
 
+def _finite_elements(program, key, epochs):
+    """(key after the run, one element per epoch): the epoch keys, or for segments of a
+    block (block key, segment index), one key per block as whole-block epochs have."""
+    parts = program.segments()
+    if parts is None:
+        key, keys = _epoch_keys(key, epochs)
+        return key, list(keys)
+    per = parts[2]
+    key, keys = _epoch_keys(key, -(-epochs // per))
+    return key, [(keys[e // per], jnp.int32(e % per)) for e in range(epochs)]
+
+
 def _epoch_keys(key, num_epochs):
     """Epoch keys split off one at a time, so that a run of a + b epochs and a run of a
     epochs resumed (with its returned key and state) for b more draw the same samples."""
@@ -248,8 +260,10 @@ _FIT_ARGS_DOC = """
         steps; at least q is rounded down to whole blocks). In :func:`fit`, a
         value below q that divides it makes each epoch a segment of a block (a
         curve point every ``steps_per_epoch`` steps: the first segment holds
-        the refresh; ``num_epochs`` counts segments, and a resumed run starts
-        a new block). Each epoch draws a fresh permutation
+        the refresh; the block's samples are drawn as a whole-block epoch
+        draws them, so the run takes the same steps; ``num_epochs`` counts
+        segments, and a run resumed mid-block starts a new block). Each epoch
+        (or block) draws a fresh permutation
         and uses its first ``steps_per_epoch * batch_size`` indices: no sample
         repeats within an epoch, but samples may repeat across epochs. Shorter
         epochs give finer recorded curves and also change the sampling:
@@ -310,8 +324,8 @@ def fit(optimizer, loss_fn, params, data, *, key, batch_size: int | None = None,
                                       settings, batched_loss, record_loss, record_variance,
                                       initial_ifo, mesh, data_axis)
     if program.finite_sum:
-        key, keys = _epoch_keys(key, epochs)
-        result = _host_loop(program, carry, list(keys), key, progress, epochs)
+        key, elements = _finite_elements(program, key, epochs)
+        result = _host_loop(program, carry, elements, key, progress, epochs)
     else:
         sizes = chunk_steps(settings.num_steps, program.plan.steps)
         chunks = (program.sampler.chunk(program.plan, steps) for steps in sizes)
@@ -352,11 +366,16 @@ fit.__doc__ += _FIT_ARGS_DOC + """      progress: print a progress line per epoc
 """
 
 
-def _epoch_fn(program):
-    """One epoch of ``program`` from its element (an epoch key, or an online chunk)."""
+def _epoch_fn(program, part=None, head=False):
+    """One epoch of ``program`` from its element (an epoch key, an online chunk, or for
+    ``part`` (head, tail) of a block's segments, the block key and the segment index)."""
     finite = program.finite_sum
 
     def epoch(c, element):
+        if part is not None:
+            inputs = program.segment_inputs(element, head)
+            c, hist = part.run(c, inputs)
+            return c, hist, None
         inputs = program.sampler.epoch_inputs(element, program.plan) if finite else element
         c, hist = program.run(c, inputs)
         return c, hist, (None if finite else program.end_loss(c, inputs))
@@ -379,8 +398,8 @@ def _host_loop(program, carry, inputs_iter, key, progress, total):
             part = 0 if parts is None else int(e % parts[2] != 0)
             shapes = (part, str(jax.tree.map(jnp.shape, element)))
             if shapes not in programs:
-                prog = program if parts is None else parts[part]
-                programs[shapes] = compile_once(_epoch_fn(prog), carry, element)
+                fn = _epoch_fn(program, None if parts is None else parts[part], part == 0)
+                programs[shapes] = compile_once(fn, carry, element)
             if finite and end_loss is None:  # F after each epoch, outside the timing
                 end_loss = compile_once(lambda c: program.end_loss(c, None), carry)
                 losses.append(end_loss(carry))

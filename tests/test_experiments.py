@@ -5,6 +5,7 @@ notebook tests reuse: the notebooks' small versions then resume instead of recom
 """
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -151,10 +152,41 @@ def test_command_line(tiny_results, capsys):
     assert cli.main(["spca-mnist-r10", "--size", "tiny", "--out", str(tiny_results),
                      "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert "claims pass" in out and "saved" in out
+    assert "of the paper's claims pass on every seed" in out and "saved" in out
+    assert "[paper: " in out and "[check: " in out
     with pytest.raises(SystemExit) as exc:  # a usage error on stderr, not a traceback
         cli.main(["nope", "--size", "tiny"])
     assert exc.value.code == 2 and "unknown experiment" in capsys.readouterr().err
     assert cli.main(["--report", "--out", str(tiny_results)]) == 0
     report = (tiny_results / "README.md").read_text()
     assert "## spca-mnist-r10" in report and "claims" in report.lower()
+
+
+def test_degenerate_panels_are_marked():
+    """A panel is marked from R-ProxSPB's final iterates: every column with at most one entry
+    above 1e-3 (median over the seeds), some columns, or none."""
+    from rproxjax.experiments._spca_summary import degeneracy
+
+    def units(cols):
+        return {f"run/R-ProxSPB/mu=p/seed={s}": {"degenerate_columns": c}
+                for s, c in enumerate(cols)}
+
+    assert degeneracy(units([10, 10, 9]), "p", [0, 1, 2], 10) == "degenerate"
+    assert degeneracy(units([9, 10, 3]), "p", [0, 1, 2], 10) == "9 of 10 columns degenerate"
+    assert degeneracy(units([0, 1, 0]), "p", [0, 1, 2], 10) == ""
+
+
+def test_report_names_results_of_an_earlier_protocol(tiny_results, tmp_path):
+    """A results file whose configuration lacks settings of the present protocol is not
+    summarized with the present code: the report says to rerun it."""
+    from rproxjax.experiments._report import write_report
+
+    result = _run("spca-fashion-r10", tiny_results)
+    old = dict(result, config={k: v for k, v in result["config"].items() if k != "seeds"})
+    (tmp_path / "spca-fashion-r10.json").write_text(json.dumps(old))
+    (tmp_path / "spca-mnist-r10.json").write_text(json.dumps(result | {"name": "spca-mnist-r10"}))
+    text = write_report(tmp_path).read_text()
+    section = text.split("## spca-fashion-r10")[1].split("## ")[0]
+    assert "earlier version of the protocol" in section and "seeds" in section
+    assert "(a) The paper's claims" in text.split("## spca-mnist-r10")[1].split("## ")[0]
+    assert "Not run yet" in text.split("## spca-mnist-r15")[1].split("## ")[0]

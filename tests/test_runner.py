@@ -315,6 +315,10 @@ def test_epochs_can_be_segments_of_a_block(planted):
     refresh = np.asarray(seg.history.refresh)
     np.testing.assert_array_equal(np.flatnonzero(refresh), [0, 10, 20])
     np.testing.assert_array_equal(seg.epoch_ifo[::5], whole.epoch_ifo)
+    # The same samples as whole-block epochs (one key per block): the same run.
+    np.testing.assert_allclose(seg.params, whole.params, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(seg.epoch_loss[::5], whole.epoch_loss, rtol=1e-13)
+    np.testing.assert_array_equal(jax.random.key_data(seg.key), jax.random.key_data(whole.key))
     assert seg.epoch_loss.shape == (16,) and np.all(np.diff(np.asarray(seg.epoch_time)) > 0)
     var = np.asarray(seg.history.riemannian_variance)
     assert np.all(var[refresh] < 1e-20) and np.all(var[~refresh] > 0)
@@ -322,6 +326,12 @@ def test_epochs_can_be_segments_of_a_block(planted):
     for e in (3, 7):
         part = rproxjax.fit(opt, _loss, x0, data, num_epochs=e, steps_per_epoch=2, **common)
         np.testing.assert_allclose(part.epoch_loss[-1], seg.epoch_loss[e], rtol=1e-12)
+    # A sampled refresh (|S1| < n), num_steps: the same as whole blocks too.
+    kw = dict(refresh_batch_size=200, record_loss=True, **common)
+    a = rproxjax.fit(opt, _loss, x0, data, num_steps=20, steps_per_epoch=5, **kw)
+    b = rproxjax.fit(opt, _loss, x0, data, num_epochs=2, steps_per_epoch=10, **kw)
+    assert a.epoch_loss.shape == (5,) and int(a.epoch_ifo[-1]) == int(b.epoch_ifo[-1])
+    np.testing.assert_allclose(a.history.loss, b.history.loss, rtol=1e-13)
     with pytest.raises(ValueError, match="must divide q"):
         rproxjax.fit(opt, _loss, x0, data, num_epochs=2, steps_per_epoch=3, **common)
     with pytest.raises(ValueError, match="whole blocks"):

@@ -12,6 +12,7 @@ def main(argv=None) -> int:
     jax.config.update("jax_enable_x64", True)  # the paper's experiments run in float64
 
     from rproxjax import experiments
+    from rproxjax.experiments._claims import verdict
 
     parser = argparse.ArgumentParser(
         prog="python -m rproxjax.experiments",
@@ -50,9 +51,14 @@ def main(argv=None) -> int:
         result = experiments.run(name, size=args.size, out_dir=args.out, force=args.force,
                                  progress=not args.quiet)
         claims = result["summary"]["claims"]
-        print(f"{name}: {sum(c['pass'] for c in claims)}/{len(claims)} claims pass")
+        paper = [c for c in claims if c.get("kind", "paper") == "paper"]
+        checks = [c for c in claims if c.get("kind", "paper") != "paper"]
+        print(f"{name}: {sum(c['pass'] for c in paper)}/{len(paper)} of the paper's claims "
+              f"pass on every seed; {sum(c['pass'] for c in checks)}/{len(checks)} of the "
+              "project's checks")
         for c in claims:
-            print(f"  [{'pass' if c['pass'] else 'FAIL'}] {c['claim']}: {c['numbers']}")
+            kind = "paper" if c.get("kind", "paper") == "paper" else "check"
+            print(f"  [{kind}: {verdict(c)}] {c['claim']}: {c['numbers']}")
         if not args.no_plot:
             for path in experiments.plot(result, args.out):
                 print(f"  saved {path}")

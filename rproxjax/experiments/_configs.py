@@ -80,12 +80,13 @@ class SPCAConfig:
 class PeersConfig:
     """Table added_exp: R-ProxSPB against SPAMS and scikit-learn's MiniBatchSparsePCA.
 
-    Every method gets the same batch size and the same budget of sample gradients: R-ProxSPB
-    runs ``iterations`` iterations (|S1| = n every q, |S2| = batch_size), and its IFO count is
-    the budget of the peers (MiniBatchSparsePCA's PCA warm start and final readout count
-    within it). Each method sweeps its own sparsity parameter; R-ProxSPB's eta is chosen per
-    mu from ``etas`` and its operating point (the mu giving about ``target_nonzeros``) is
-    found on ``tuning_seeds``, disjoint from the reported ``seeds``.
+    R-ProxSPB runs ``iterations`` iterations (|S1| = n every q, |S2| = batch_size), and its
+    IFO count is the budget of the peers. SPAMS gets the same batch size and exactly that
+    budget; MiniBatchSparsePCA's batches are ``batch_size`` features (its API), and its PCA
+    warm start, final readout and whole passes over the data stay within the budget. Each
+    method sweeps its own sparsity parameter; R-ProxSPB's eta is chosen per mu from ``etas``
+    and its operating point (the mu giving about ``target_nonzeros``) is found on
+    ``tuning_seeds``, disjoint from the reported ``seeds``.
 
     Attributes:
       dataset, n, r, batch_size, q, gamma, ssn_tol, dtype: as in :class:`SPCAConfig`.
@@ -213,7 +214,7 @@ CONFIGS = {
 # CI-sized versions: every code path, seconds of arithmetic (compilation dominates).
 _TINY = {
     "spca": dict(n=400, r=2, budget=1.0, grid_budget=0.5, etas=(5e-3, 5e-2), batch_size=20,
-                 q=5, points_per_ifo=2, block_points=1, variance_steps=5, seeds=(0, 1),
+                 q=5, points_per_ifo=2, block_points=1, variance_steps=10, seeds=(0, 1),
                  tuning_seeds=(100,), mu_fractions=(0.5,), gammas=(0.1, 1.0)),
     # budget 2 (200 + 49 * 40) = 21.6 n: room for MiniBatchSparsePCA's 17 n of overheads
     "peers": dict(n=200, r=2, iterations=100, batch_size=20, q=50, etas=(0.1, 1.0),

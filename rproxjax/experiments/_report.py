@@ -6,6 +6,7 @@ hand, so that what it says is what the files hold.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pathlib
 
@@ -92,6 +93,12 @@ def _spca(result) -> list[str]:
     return lines
 
 
+def _missing_settings(name, result) -> list[str]:
+    """Settings of the present configuration class that the results file does not record."""
+    fields = {f.name for f in dataclasses.fields(CONFIGS[name])}
+    return sorted(fields - set(result["config"]))
+
+
 def write_report(out_dir="results") -> pathlib.Path:
     """Writes ``<out_dir>/README.md`` from the complete results files found there."""
     out_dir = pathlib.Path(out_dir)
@@ -109,6 +116,12 @@ def write_report(out_dir="results") -> pathlib.Path:
         result = json.loads(path.read_text())
         if not result.get("complete"):
             lines += [f"## {name}", "", "Incomplete (interrupted run; rerun to resume).", ""]
+            continue
+        missing = _missing_settings(name, result)
+        if missing:
+            lines += [f"## {name}", "", "Made by an earlier version of the protocol (its "
+                      f"configuration lacks {', '.join(missing)}): rerun it with "
+                      f"`python -m rproxjax.experiments {name} --force`.", ""]
             continue
         lines += [f"## {name}", "", _machine(result), ""]
         lines += sections[result["config"]["kind"]](result)

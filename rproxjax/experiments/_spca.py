@@ -119,7 +119,7 @@ def schedule(method: str, budget: float, n: int, cfg) -> dict:
     """Steps per curve point and number of points for ``budget`` IFO/n."""
     b = cfg.batch_size
     if method in BLOCK_METHODS:
-        blocks = max(1, round(budget * n / block_cost(cfg.q, b, n)))
+        blocks = max(1, math.floor(budget * n / block_cost(cfg.q, b, n) + 1e-9))
         if cfg.q % cfg.block_points:
             raise ValueError(f"block_points = {cfg.block_points} must divide q = {cfg.q}.")
         return {"batch_size": b, "steps_per_epoch": cfg.block_points,
@@ -150,7 +150,7 @@ def _grid_search(method, cfg, data, mus, gamma=None):
     n, d = data.shape
     budget = grid_ifo(n, cfg)
     if method in BLOCK_METHODS:  # whole blocks (one epoch holds the grid budget)
-        steps = max(1, round(budget * n / block_cost(cfg.q, cfg.batch_size, n))) * cfg.q
+        steps = schedule(method, budget, n, cfg)["num_epochs"] * cfg.block_points
     else:
         steps = math.ceil(budget * n / cfg.batch_size - 1e-9)
 
@@ -174,8 +174,11 @@ def _grid_search(method, cfg, data, mus, gamma=None):
 
 
 def best_eta(grid: dict, etas, i: int) -> float:
-    """The grid's best step for its i-th mu (non-finite losses never win)."""
+    """The grid's best step for its i-th mu (non-finite losses never win; an error if every
+    step diverged)."""
     losses = np.asarray(grid["loss"], dtype=float)[i]
+    if not np.isfinite(losses).any():
+        raise ValueError(f"every step of the grid {list(etas)} diverged: widen the grid.")
     return float(etas[int(np.argmin(np.where(np.isfinite(losses), losses, np.inf)))])
 
 
