@@ -61,8 +61,9 @@ class FitResult(NamedTuple):
       epoch_ifo: cumulative IFOs at the same points.
       epoch_time: cumulative wall seconds of the optimization at the same
         points (measured on the host; excluding compilation and, in
-        finite-sum mode, the end-of-epoch evaluations of F; NaN in
-        :func:`pure_fit`).
+        finite-sum mode, the end-of-epoch evaluations of F and drawing each
+        epoch's sample indices, so that the time does not depend on how many
+        curve points are recorded; NaN in :func:`pure_fit`).
       key: the PRNG key after the run (resume by passing it back).
     """
 
@@ -366,17 +367,19 @@ fit.__doc__ += _FIT_ARGS_DOC + """      progress: print a progress line per epoc
 """
 
 
-def _epoch_fn(program, part=None, head=False):
-    """One epoch of ``program`` from its element (an epoch key, an online chunk, or for
-    ``part`` (head, tail) of a block's segments, the block key and the segment index)."""
+def _inputs_fn(program, head):
+    """The inputs of a finite-sum epoch from its element (an epoch key, or for a segment of
+    a block the block key and the segment index)."""
+    if program.segments() is not None:
+        return lambda element: program.segment_inputs(element, head)
+    return lambda element: program.sampler.epoch_inputs(element, program.plan)
+
+
+def _epoch_fn(program):
+    """One epoch of ``program`` from its inputs (sample indices, or an online chunk)."""
     finite = program.finite_sum
 
-    def epoch(c, element):
-        if part is not None:
-            inputs = program.segment_inputs(element, head)
-            c, hist = part.run(c, inputs)
-            return c, hist, None
-        inputs = program.sampler.epoch_inputs(element, program.plan) if finite else element
+    def epoch(c, inputs):
         c, hist = program.run(c, inputs)
         return c, hist, (None if finite else program.end_loss(c, inputs))
 
@@ -384,9 +387,12 @@ def _epoch_fn(program, part=None, head=False):
 
 
 def _host_loop(program, carry, inputs_iter, key, progress, total):
-    """Runs the epochs one compiled call at a time, timing each (compilation excluded).
-    Epochs that are segments of a block (``steps_per_epoch < q``) alternate between the
-    block's head (the refresh and the first steps) and its tail segments."""
+    """Runs the epochs one compiled call at a time, timing each. The times exclude
+    compilation and, in finite-sum mode, drawing the epoch's sample indices (a permutation
+    of the n samples, about 10 ms at n = 20,000 on CPU: it would make a run's time depend on
+    how many curve points it records). Epochs that are segments of a block
+    (``steps_per_epoch < q``) alternate between the block's head (the refresh and the first
+    steps) and its tail segments."""
     carry0_ifo = carry[2]
     finite = program.finite_sum
     parts = program.segments()
@@ -396,10 +402,16 @@ def _host_loop(program, carry, inputs_iter, key, progress, total):
     try:
         for e, element in enumerate(inputs_iter):
             part = 0 if parts is None else int(e % parts[2] != 0)
+            if finite:  # the sample indices, drawn outside the timing
+                sampler_key = ("inputs", part)
+                if sampler_key not in programs:
+                    programs[sampler_key] = compile_once(_inputs_fn(program, part == 0),
+                                                         element)
+                element = jax.block_until_ready(programs[sampler_key](element))
             shapes = (part, str(jax.tree.map(jnp.shape, element)))
             if shapes not in programs:
-                fn = _epoch_fn(program, None if parts is None else parts[part], part == 0)
-                programs[shapes] = compile_once(fn, carry, element)
+                prog = program if parts is None else parts[part]
+                programs[shapes] = compile_once(_epoch_fn(prog), carry, element)
             if finite and end_loss is None:  # F after each epoch, outside the timing
                 end_loss = compile_once(lambda c: program.end_loss(c, None), carry)
                 losses.append(end_loss(carry))
