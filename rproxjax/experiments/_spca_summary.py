@@ -85,14 +85,13 @@ def _panel_claims(units, panel, seeds, r) -> list[dict]:
                                     f"{what}", OUTPERFORM,
                                     _compare(runs[m], runs["R-Subgrad"], axis), unit))
     final = {m: _f([run["final_loss"] for run in runs[m]]) for m in runs}
-    best_prox = np.minimum(final["R-ProxSGD"], final["R-ProxSPB"])
+    gap = final["R-Subgrad"] - np.maximum(final["R-ProxSGD"], final["R-ProxSPB"])
     out.append(claim(f"{tag}: R-Subgrad ends its budget at a higher loss than both R-ProxSGD "
-                     "and R-ProxSPB", list(final["R-Subgrad"] > np.maximum(
-                         final["R-ProxSGD"], final["R-ProxSPB"])),
+                     "and R-ProxSPB", list(gap > 0),
                      f"final F median: R-Subgrad {np.median(final['R-Subgrad']):.5g}, "
                      f"R-ProxSGD {np.median(final['R-ProxSGD']):.5g}, R-ProxSPB "
-                     f"{np.median(final['R-ProxSPB']):.5g}; gap to the better one "
-                     f"{_span(final['R-Subgrad'] - best_prox)}", quote=ACCURACY))
+                     f"{np.median(final['R-ProxSPB']):.5g}; R-Subgrad minus the higher of the "
+                     f"two, per seed: {_span(gap)}", quote=ACCURACY))
     out.append(_lower_claim(f"{tag}: R-ProxSPB reaches a lower loss than R-ProxSGD at equal "
                             "IFOs", USUALLY, _compare(runs["R-ProxSPB"], runs["R-ProxSGD"],
                                                       "ifo_over_n"), "IFO/n"))
