@@ -149,18 +149,21 @@ class EpochProgram:
         return (dataclasses.replace(self, plan=head), dataclasses.replace(self, plan=tail),
                 plan.q // plan.steps)
 
-    def segment_inputs(self, element, head: bool):
-        """The inputs of segment ``j`` of a block, ``element = (block key, j)``: the block's
-        samples are drawn as a whole-block epoch draws them (so a segmented run takes the
-        same steps), and the segment takes its slice (the head: the refresh and the first
-        ``steps - 1`` minibatches)."""
-        key, j = element
+    def block_inputs(self, key):
+        """The samples of a whole block drawn from its key, as a whole-block epoch draws
+        them (so a run in segments takes the same steps)."""
         plan = self.plan
-        block = Plan(plan.q, plan.batch_size, plan.q, plan.refresh_size)
-        small, big = self.sampler.epoch_inputs(key, block)
+        return self.sampler.epoch_inputs(key, Plan(plan.q, plan.batch_size, plan.q,
+                                                   plan.refresh_size))
+
+    def segment_slice(self, block, j, head: bool):
+        """Segment ``j``'s slice of a block's samples: the head takes the refresh and the
+        first ``steps - 1`` minibatches, a tail the next ``steps``."""
+        small, big = block
+        steps = self.plan.steps
         if head:
-            return small[:, :plan.steps - 1], big
-        return lax.dynamic_slice_in_dim(small[0], j * plan.steps - 1, plan.steps, axis=0)
+            return small[:, :steps - 1], big
+        return lax.dynamic_slice_in_dim(small[0], j * steps - 1, steps, axis=0)
 
     @property
     def finite_sum(self) -> bool:

@@ -367,12 +367,18 @@ fit.__doc__ += _FIT_ARGS_DOC + """      progress: print a progress line per epoc
 """
 
 
-def _inputs_fn(program, head):
-    """The inputs of a finite-sum epoch from its element (an epoch key, or for a segment of
-    a block the block key and the segment index)."""
-    if program.segments() is not None:
-        return lambda element: program.segment_inputs(element, head)
-    return lambda element: program.sampler.epoch_inputs(element, program.plan)
+def _draw_inputs(compiled, program, element, head, drawn):
+    """The sample indices of a finite-sum epoch (drawn outside the timing): from its key,
+    or for a segment of a block, its slice of the block's samples, drawn once per block
+    at the block's head segment (``drawn`` keeps them)."""
+    if program.segments() is None:
+        return compiled(("inputs",), lambda k: program.sampler.epoch_inputs(k, program.plan),
+                        element)
+    key, j = element
+    if head:
+        drawn["block"] = compiled(("block",), program.block_inputs, key)
+    return compiled(("slice", head), lambda b, i: program.segment_slice(b, i, head),
+                    drawn["block"], j)
 
 
 def _epoch_fn(program):
@@ -397,17 +403,19 @@ def _host_loop(program, carry, inputs_iter, key, progress, total):
     finite = program.finite_sum
     parts = program.segments()
 
-    programs, end_loss = {}, None  # online: a shorter last chunk is another program
+    programs, end_loss, drawn = {}, None, {}  # online: a shorter last chunk is another program
+
+    def compiled(name, fn, *args):
+        if name not in programs:
+            programs[name] = compile_once(fn, *args)
+        return jax.block_until_ready(programs[name](*args))
+
     hists, losses, ifos, times, elapsed = [], [], [], [0.0], 0.0
     try:
         for e, element in enumerate(inputs_iter):
             part = 0 if parts is None else int(e % parts[2] != 0)
-            if finite:  # the sample indices, drawn outside the timing
-                sampler_key = ("inputs", part)
-                if sampler_key not in programs:
-                    programs[sampler_key] = compile_once(_inputs_fn(program, part == 0),
-                                                         element)
-                element = jax.block_until_ready(programs[sampler_key](element))
+            if finite:
+                element = _draw_inputs(compiled, program, element, part == 0, drawn)
             shapes = (part, str(jax.tree.map(jnp.shape, element)))
             if shapes not in programs:
                 prog = program if parts is None else parts[part]
