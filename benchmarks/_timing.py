@@ -7,6 +7,8 @@ Everything here is generic (nothing depends on rproxjax):
 * :func:`time_per_iteration`: the cost of one call of a function *inside* a
   compiled ``lax.fori_loop`` (no per-call dispatch), which is what an
   operation costs inside an iterative solver.
+* :func:`precompile` / :func:`compile_count`: compile a benchmark's programs
+  concurrently before timing them, and count the compilations that follow.
 * :func:`matmul_flops`: measured dense n x n @ n x n matmul throughput (FLOP/s)
   for a dtype, the reference for FLOP-bound times.
 * :func:`machine_info`, :func:`markdown_table`, :func:`save_results`:
@@ -25,6 +27,7 @@ import os
 import platform
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -37,9 +40,11 @@ from jax import lax
 
 __all__ = [
     "RESULTS_DIR",
+    "compile_count",
     "machine_info",
     "markdown_table",
     "matmul_flops",
+    "precompile",
     "print_table",
     "save_results",
     "time_fn",
@@ -49,6 +54,52 @@ __all__ = [
 
 #: Default folder for :func:`save_results`.
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+_COMPILES = [0, 0.0]  # count, seconds
+_COMPILES_LOCK = threading.Lock()
+
+
+def _count_compile(event: str, duration: float, **_kwargs: Any) -> None:
+    if event.endswith("backend_compile_duration"):
+        with _COMPILES_LOCK:
+            _COMPILES[0] += 1
+            _COMPILES[1] += duration
+
+
+jax.monitoring.register_event_duration_secs_listener(_count_compile)
+
+
+def compile_count() -> tuple[int, float]:
+    """XLA compilations in this process so far and their total seconds (JAX's
+    ``backend_compile`` events; eager operations on arrays compile small programs too)."""
+    with _COMPILES_LOCK:
+        return _COMPILES[0], _COMPILES[1]
+
+
+def precompile(jobs: Sequence[tuple[Any, Callable, tuple]], workers: int | None = None,
+               ) -> dict[Any, float]:
+    """Compiles ``jobs``, ``(label, jitted function, args)``, concurrently before timing.
+
+    Each function is lowered here, one after another (tracing holds the GIL), and the
+    lowerings are compiled in a thread pool (XLA releases the GIL while it compiles): a
+    benchmark of many programs waits for about the slowest compile per core rather than
+    for their sum. The later calls with the same argument types find the executables in
+    ``jax.jit``'s cache: :func:`compile_count` before and after the timed part says so.
+    Returns the seconds each compile took, measured in its thread (under contention).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    lowered = [(label, fn.lower(*args)) for label, fn, args in jobs]
+
+    def compile_one(item):
+        label, low = item
+        tic = time.perf_counter()
+        low.compile()
+        return label, time.perf_counter() - tic
+
+    workers = workers or max(1, min(len(lowered), os.cpu_count() or 1))
+    with ThreadPoolExecutor(workers) as pool:
+        return dict(pool.map(compile_one, lowered))
 
 
 def time_samples(

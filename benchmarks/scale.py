@@ -33,14 +33,20 @@ one ``jax.jit(run)`` at mu = 0.2; ratio = vmap / single. The Newton steps in loc
 lanes, averaged over steps) say what a batched ``while_loop`` pays (accelerators); on CPU
 the vmapped solves map their lanes, each taking its own steps.
 
-Every call is compiled ahead of time and synchronized with ``jax.block_until_ready``. The
-results record the device; nothing here is a test.
+All the programs of every (size, dtype) are lowered first and compiled concurrently in a
+thread pool (``_timing.precompile``; ``--serial-compile`` compiles each at its first call
+instead), so a run on a many-core host waits for the slowest compiles rather than their sum;
+the sweep's "compile (s)" is that program's compile time in the pool, under contention. Then
+the sizes are timed one after another (smallest first, float32 then float64), every call
+synchronized with ``jax.block_until_ready``; the results count the compilations during the
+part of a size (``compiles_while_timing``: eager reductions of the checks compile small
+programs, a recompiled run would show as seconds). The results record the device; nothing
+here is a test.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
 import statistics
 import time
 import traceback
@@ -100,11 +106,11 @@ def ssn_mean(history):
     return float(np.mean(np.asarray(history.ssn_steps)))
 
 
-def bench_steps(method_fns, x0, states, key, repeats, steps):
+def bench_steps(method_fns, x0, states, key, data, repeats, steps):
     """Warm-up from X0, then round-robin timing from the warmed-up point and state."""
     warm, results = {}, {}
     for m, fn in method_fns.items():
-        res = jax.block_until_ready(fn(x0, states[m], key))
+        res = jax.block_until_ready(fn(x0, states[m], key, data))
         warm[m] = (res.params, res.opt_state)
         results[m] = {"newton_steps_warmup": ssn_mean(res.history)}
     samples = {m: [] for m in method_fns}
@@ -112,7 +118,7 @@ def bench_steps(method_fns, x0, states, key, repeats, steps):
     for _ in range(repeats):
         for m, fn in method_fns.items():
             t0 = time.perf_counter()
-            last[m] = jax.block_until_ready(fn(*warm[m], key))
+            last[m] = jax.block_until_ready(fn(*warm[m], key, data))
             samples[m].append((time.perf_counter() - t0) / steps)
     for m in method_fns:
         x = last[m].params
@@ -130,16 +136,12 @@ def bench_steps(method_fns, x0, states, key, repeats, steps):
     return results
 
 
-def bench_sweep(run, data, x0, key, lanes, repeats, dtype):
-    single = jax.jit(run).lower(jnp.asarray(MU, dtype), data, x0, key).compile()
+def bench_sweep(prep, repeats, compile_s):
+    single, mu1 = prep["single"]
+    data, x0, key = prep["data"], prep["x0"], prep["key"]
     out = {}
-    one = jax.block_until_ready(single(jnp.asarray(MU, dtype), data, x0, key))
-    for k in lanes:
-        mus = jnp.geomspace(0.05, 0.8, k).astype(dtype)
-        tic = time.perf_counter()
-        vfn = jax.jit(jax.vmap(run, in_axes=(0, None, None, None)))
-        vfn = vfn.lower(mus, data, x0, key).compile()
-        compile_s = time.perf_counter() - tic
+    one = jax.block_until_ready(single(mu1, data, x0, key))
+    for k, (vfn, mus) in prep["vmaps"].items():
         v = jax.block_until_ready(vfn(mus, data, x0, key))
         v_s, one_s = [], []
         for _ in range(repeats):
@@ -147,13 +149,14 @@ def bench_sweep(run, data, x0, key, lanes, repeats, dtype):
             v = jax.block_until_ready(vfn(mus, data, x0, key))
             v_s.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
-            one = jax.block_until_ready(single(jnp.asarray(MU, dtype), data, x0, key))
+            one = jax.block_until_ready(single(mu1, data, x0, key))
             one_s.append(time.perf_counter() - t0)
         lane_steps = np.asarray(v.history.ssn_steps, np.float64)  # (lanes, steps)
         out[k] = {
             "vmap_s": statistics.median(v_s), "single_s": statistics.median(one_s),
             "ratio": statistics.median(v_s) / statistics.median(one_s),
-            "samples": {"vmap_s": v_s, "single_s": one_s}, "compile_s": compile_s,
+            "samples": {"vmap_s": v_s, "single_s": one_s},
+            "compile_s": compile_s.get((*prep["label"], k), float("nan")),
             "newton_single": ssn_mean(one.history),
             "newton_lanes_mean": float(lane_steps.mean()),
             "newton_lockstep": float(lane_steps.max(axis=0).mean()),
@@ -162,42 +165,67 @@ def bench_sweep(run, data, x0, key, lanes, repeats, dtype):
     return out
 
 
-def bench_size(size, dtype, args):
+def prepare_size(size, dtype, args):
+    """The data, X0 and the jitted programs of one (size, dtype), and their compile jobs."""
     d, r, b = size
-    tic = time.perf_counter()
-    data = make_data(d, r, b, jnp.dtype(dtype))
-    x0 = stiefel.random_point(jax.random.key(0), d, r, jnp.dtype(dtype))
+    dt = jnp.dtype(dtype)
+    data = make_data(d, r, b, dt)
+    x0 = stiefel.random_point(jax.random.key(0), d, r, dt)
     key = jax.random.key(1)
     steps = args.steps
 
-    def method_fn(m):
-        opt = make_opt(m, MU, steps)
-
+    def method_fn(opt):
         def fn(x, state, k, data):  # the data an argument, not a compiled-in constant
             return rproxjax.pure_fit(opt, spca_loss, x, data, key=k, batch_size=b,
                                      num_epochs=1, steps_per_epoch=steps, opt_state=state)
-        return opt, functools.partial(jax.jit(fn), data=data)
+        return jax.jit(fn)
 
-    fns, states = {}, {}
-    methods = METHODS + tuple(f"sgd_{ls}" for ls in args.linear_solvers)
-    for m in methods:
-        opt, fns[m] = method_fn(m)
-        states[m] = opt.init(x0)
-    res = {"d": d, "r": r, "b": b, "n": int(data.shape[0]), "dtype": dtype, "steps": steps}
-    res["steps_table"] = bench_steps(fns, x0, states, key, args.repeats, steps)
+    label = (dtype, size)
+    prep = {"label": label, "size": size, "dtype": dtype, "data": data, "x0": x0, "key": key,
+            "fns": {}, "states": {}, "vmaps": {}, "jobs": []}
+    for m in METHODS + tuple(f"sgd_{ls}" for ls in args.linear_solvers):
+        opt = make_opt(m, MU, steps)
+        prep["fns"][m], prep["states"][m] = method_fn(opt), opt.init(x0)
+        prep["jobs"].append(((*label, m), prep["fns"][m], (x0, prep["states"][m], key, data)))
     if not args.no_sweep:
         def run(mu, data, x0, k):
             opt = make_opt("sgd", mu, steps)
             return rproxjax.pure_fit(opt, spca_loss, x0, data, key=k, batch_size=b,
                                      num_epochs=1, steps_per_epoch=steps)
-        res["sweep"] = bench_sweep(run, data, x0, key, args.lanes, args.sweep_repeats, dtype)
+        prep["single"] = (jax.jit(run), jnp.asarray(MU, dt))
+        prep["jobs"].append(((*label, "single"), prep["single"][0],
+                             (prep["single"][1], data, x0, key)))
+        for k in args.lanes:
+            mus = jnp.geomspace(0.05, 0.8, k).astype(dt)
+            vfn = jax.jit(jax.vmap(run, in_axes=(0, None, None, None)))
+            prep["vmaps"][k] = (vfn, mus)
+            prep["jobs"].append(((*label, k), vfn, (mus, data, x0, key)))
+    return prep
+
+
+def bench_size(prep, args, compile_s):
+    size, dtype = prep["size"], prep["dtype"]
+    d, r, b = size
+    tic = time.perf_counter()
+    before = _timing.compile_count()
+    res = {"d": d, "r": r, "b": b, "n": int(prep["data"].shape[0]), "dtype": dtype,
+           "steps": args.steps}
+    res["steps_table"] = bench_steps(prep["fns"], prep["x0"], prep["states"], prep["key"],
+                                     prep["data"], args.repeats, args.steps)
+    if not args.no_sweep:
+        res["sweep"] = bench_sweep(prep, args.sweep_repeats, compile_s)
+    after = _timing.compile_count()
+    res["compiles_while_timing"] = {"count": after[0] - before[0],
+                                    "seconds": after[1] - before[1]}
     res["seconds"] = time.perf_counter() - tic
     st = res["steps_table"]
     line = ", ".join(f"{NAMES[m]} {1e3 * st[m]['time_s']:.3f} ms (x{st[m]['ratio']:.2f}, "
                      f"N={st[m]['newton_steps']:.2f})" for m in st)
     sw = "; ".join(f"vmap {k}: x{v['ratio']:.2f} (lockstep N {v['newton_lockstep']:.2f})"
                    for k, v in res.get("sweep", {}).items())
-    print(f"{dtype} (d, r, b) = {size}: {line}; {sw} [{res['seconds']:.0f} s]", flush=True)
+    print(f"{dtype} (d, r, b) = {size}: {line}; {sw} [{res['seconds']:.0f} s; "
+          f"compiles meanwhile: {res['compiles_while_timing']['count']}, "
+          f"{res['compiles_while_timing']['seconds']:.2f} s]", flush=True)
     return res
 
 
@@ -240,6 +268,9 @@ def main(argv=None):
     parser.add_argument("--no-sweep", action="store_true")
     parser.add_argument("--linear-solvers", nargs="*", default=[], choices=["dense", "cg"],
                         help="also time R-ProxSGD with these Newton linear solvers")
+    parser.add_argument("--serial-compile", action="store_true",
+                        help="compile each program at its first call instead of all of them "
+                             "concurrently before timing")
     parser.add_argument("--name", default=f"scale_{jax.default_backend()}",
                         help="results file name (default scale_<backend>)")
     parser.add_argument("--no-save", action="store_true")
@@ -247,19 +278,40 @@ def main(argv=None):
     start = time.perf_counter()
     machine = _timing.machine_info()
     print("machine:", machine, flush=True)
-    results = []
-    for dtype in args.dtypes:
-        for i in args.sizes:
+    results, preps = [], []
+    for i in args.sizes:  # by size, then dtype: a run cut off keeps its smaller sizes
+        for dtype in args.dtypes:
             try:
-                results.append(bench_size(SIZES[i], dtype, args))
+                preps.append(prepare_size(SIZES[i], dtype, args))
             except Exception as exc:  # noqa: BLE001 - reported in the table, not hidden
-                tb = traceback.format_exc(limit=8)
-                print(f"{dtype} {SIZES[i]} FAILED:\n{tb}", flush=True)
-                d, r, b = SIZES[i]
-                results.append({"d": d, "r": r, "b": b, "dtype": dtype,
-                                "error": f"{type(exc).__name__}: {exc}", "traceback": tb})
-            report(results, args, machine, start, final=False)  # a cut-off run keeps its rows
+                results.append(failed(SIZES[i], dtype, exc))
+    jobs = [job for prep in preps for job in prep["jobs"]]
+    tic, before = time.perf_counter(), _timing.compile_count()
+    compile_s = {}
+    if not args.serial_compile:
+        try:
+            compile_s = _timing.precompile(jobs)
+        except Exception:  # noqa: BLE001 - each program then compiles at its first call
+            print(f"precompile failed, compiling at first calls:\n{traceback.format_exc()}",
+                  flush=True)
+    print(f"{len(jobs)} programs {'' if args.serial_compile else 'pre'}compiled "
+          f"({_timing.compile_count()[0] - before[0]} XLA compiles) in "
+          f"{time.perf_counter() - tic:.0f} s", flush=True)
+    for prep in preps:
+        try:
+            results.append(bench_size(prep, args, compile_s))
+        except Exception as exc:  # noqa: BLE001 - reported in the table, not hidden
+            results.append(failed(prep["size"], prep["dtype"], exc))
+        report(results, args, machine, start, final=False)  # a cut-off run keeps its rows
     report(results, args, machine, start, final=True)
+
+
+def failed(size, dtype, exc):
+    tb = traceback.format_exc(limit=8)
+    print(f"{dtype} {size} FAILED:\n{tb}", flush=True)
+    d, r, b = size
+    return {"d": d, "r": r, "b": b, "dtype": dtype, "error": f"{type(exc).__name__}: {exc}",
+            "traceback": tb}
 
 
 def report(results, args, machine, start, final):

@@ -208,6 +208,27 @@ def _sync(x):
     return jax.block_until_ready(x)
 
 
+def compile_jobs(dtype, data, x0, runs, scans, programs):
+    """(label, jitted function, argument shapes) of every program of one dtype, for
+    ``_timing.precompile``: the shapes of the warmed-up states come from ``jax.eval_shape``
+    of the runs that produce them, so the later calls find the executables cached."""
+    mu = jnp.asarray(MUS[0], dtype)
+    key = jax.random.key(1)
+    outs = {m: jax.eval_shape(fn, mu, key, data, x0) for m, fn in runs.items()}
+    spb = outs["spb"][:2]
+    after_refresh = jax.eval_shape(refresh_fn, *spb, data, mu)[0]
+    idx = jax.ShapeDtypeStruct((T, B), jnp.int32)
+    jobs = [((dtype, m), fn, (mu, key, data, x0)) for m, fn in runs.items()]
+    jobs.append(((dtype, "refresh"), refresh_fn, (*spb, data, mu)))
+    for row, (method, fn) in scans.items():
+        start = {"sgd": outs["sgd"][:2], "sarah": after_refresh}.get(method, outs["subgrad"][:2])
+        jobs.append(((dtype, row), fn, (*start, idx, data, mu)))
+    for m, prog in programs.items():
+        jobs += [((dtype, m, "vmap"), prog["vmap"], prog["args"]),
+                 ((dtype, m, "map"), prog["map"], prog["args"])]
+    return jobs
+
+
 # --------------------------------------------------------------------------
 # Part (a): per-step cost
 
@@ -318,37 +339,49 @@ def bench_steps(dtype, data, x0, runs, scans, repeats, seed, mus=MUS):
 # Part (b): the vmapped sweep
 
 
-def bench_sweep(method, dtype, data, x0, single_fn, repeats):
+def sweep_programs(method, dtype, data, x0):
+    """The sweep's jitted vmap and lanes="map" programs and their arguments."""
     mus = jnp.geomspace(0.05, 0.8, SWEEP_K).astype(dtype)
     keys = jax.random.split(jax.random.key(3), SWEEP_K)
-    mu1 = jnp.asarray(SWEEP_MU, dtype)
-    tic = time.perf_counter()
     vfn = jax.jit(jax.vmap(lambda mu, k, d, x: run(method, mu, k, d, x),
                            in_axes=(0, 0, None, None)))
-    vcompiled = vfn.lower(mus, keys, data, x0).compile()
-    compile_s = time.perf_counter() - tic
-    # The same vmap with one batched Newton loop for all lanes (lockstep), the library's
-    # way before solves mapped their lanes on CPU (the flag is read at trace time).
-    lanes_flag = _subproblem.SEQUENTIAL_LANES
-    _subproblem.SEQUENTIAL_LANES = False
-    jax.clear_caches()  # nested jits are traced anew with the flag
-    try:
-        bfn = jax.jit(jax.vmap(lambda mu, k, d, x: run(method, mu, k, d, x),
-                               in_axes=(0, 0, None, None)))
-        bcompiled = bfn.lower(mus, keys, data, x0).compile()
-    finally:
-        _subproblem.SEQUENTIAL_LANES = lanes_flag
-        jax.clear_caches()
     mfn = jax.jit(lambda m, k, d, x: rproxjax.sweep(
         lambda mu, key: run(method, mu, key, d, x), m, k, lanes="map"))
-    mcompiled = mfn.lower(mus, keys, data, x0).compile()
+    return {"vmap": vfn, "map": mfn, "args": (mus, keys, data, x0)}
+
+
+def bench_sweep(method, dtype, data, x0, single_fn, programs, repeats, compile_s):
+    mus, keys, _, _ = programs["args"]
+    mu1 = jnp.asarray(SWEEP_MU, dtype)
+    tic = time.perf_counter()
+    vcompiled = programs["vmap"].lower(mus, keys, data, x0).compile()
+    compile_s = compile_s.get((dtype, method, "vmap"), time.perf_counter() - tic)
+    # The same vmap with one batched Newton loop for all lanes (lockstep), the library's
+    # way before solves mapped their lanes on CPU (the flag is read at trace time); on
+    # other backends that is the default, the vmap itself.
+    batched_is_default = not _subproblem.sequential_lanes()
+    if batched_is_default:
+        bcompiled = None
+    else:
+        lanes_flag = _subproblem.SEQUENTIAL_LANES
+        _subproblem.SEQUENTIAL_LANES = False
+        jax.clear_caches()  # nested jits are traced anew with the flag
+        try:
+            bfn = jax.jit(jax.vmap(lambda mu, k, d, x: run(method, mu, k, d, x),
+                                   in_axes=(0, 0, None, None)))
+            bcompiled = bfn.lower(mus, keys, data, x0).compile()
+        finally:
+            _subproblem.SEQUENTIAL_LANES = lanes_flag
+            jax.clear_caches()
+    mcompiled = programs["map"].lower(mus, keys, data, x0).compile()
     _sync(single_fn(mu1, keys[0], data, x0))  # compiled already (warm-up); one untimed call
     v_s, one_s, seq_s, m_s, b_s = [], [], [], [], []
     v_out = one_out = seq_out = m_out = b_out = None
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        b_out = _sync(bcompiled(mus, keys, data, x0))
-        b_s.append(time.perf_counter() - t0)
+        if bcompiled is not None:
+            t0 = time.perf_counter()
+            b_out = _sync(bcompiled(mus, keys, data, x0))
+            b_s.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         m_out = _sync(mcompiled(mus, keys, data, x0))
         m_s.append(time.perf_counter() - t0)
@@ -361,6 +394,8 @@ def bench_sweep(method, dtype, data, x0, single_fn, repeats):
         t0 = time.perf_counter()
         seq_out = [_sync(single_fn(mus[i], keys[i], data, x0)) for i in range(SWEEP_K)]
         seq_s.append(time.perf_counter() - t0)
+    if bcompiled is None:  # the vmap is the batched loop: its samples are the row's
+        b_out, b_s = v_out, list(v_s)
     v_t, one_t, seq_t, m_t, b_t = (statistics.median(s)
                                    for s in (v_s, one_s, seq_s, m_s, b_s))
     lane_steps = np.asarray(v_out[2], np.float64)  # (lanes, steps)
@@ -370,6 +405,7 @@ def bench_sweep(method, dtype, data, x0, single_fn, repeats):
         "method": method, "dtype": dtype, "mus": np.asarray(mus).tolist(),
         "single_mu": SWEEP_MU, "steps_per_run": WARMUP_STEPS,
         "vmap_compile_s": compile_s,
+        "vmap_batched_newton_is_vmap": batched_is_default,
         "single_s": one_t, "vmap_s": v_t, "sequential_s": seq_t, "map_s": m_t,
         "map_ratio": m_t / one_t,
         "vmap_batched_newton_s": b_t, "vmap_batched_newton_ratio": b_t / one_t,
@@ -481,6 +517,9 @@ def main(argv=None):
                         help="mu values of the per-step table")
     parser.add_argument("--no-sweep", action="store_true", help="skip the vmapped sweep")
     parser.add_argument("--no-save", action="store_true", help="do not write benchmarks/results/")
+    parser.add_argument("--serial-compile", action="store_true",
+                        help="compile each program at its first call instead of all of a "
+                             "dtype's concurrently before timing")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     machine = _timing.machine_info()
@@ -501,13 +540,27 @@ def main(argv=None):
                 for m in ("sgd", "spb", "subgrad")}
         scans = {row: (method, make_scan(method, **kw)) for row, (method, kw) in variants.items()}
         print(f"{dtype}: data {data.shape} loaded [{time.perf_counter() - tic:.1f} s]", flush=True)
+        programs = {} if args.no_sweep else {
+            m: sweep_programs(m, dtype, data, x0) for m in ("sgd", "spb")}
+        compile_s = {}
+        if not args.serial_compile:
+            jobs = compile_jobs(dtype, data, x0, runs, scans, programs)
+            tic_c, before = time.perf_counter(), _timing.compile_count()
+            try:
+                compile_s = _timing.precompile(jobs)
+            except Exception:  # noqa: BLE001 - each program then compiles at its first call
+                print(f"precompile failed:\n{traceback.format_exc()}", flush=True)
+            print(f"{dtype}: {len(jobs)} programs precompiled concurrently "
+                  f"({_timing.compile_count()[0] - before[0]} XLA compiles) in "
+                  f"{time.perf_counter() - tic_c:.0f} s", flush=True)
         steps[dtype] = bench_steps(dtype, data, x0, runs, scans, args.repeats, seed=100,
                                     mus=tuple(args.mus))
         if not args.no_sweep:
             for method in ("sgd", "spb"):
                 try:
                     sweeps.append(bench_sweep(method, dtype, data, x0, runs[method],
-                                              args.sweep_repeats))
+                                              programs[method], args.sweep_repeats,
+                                              compile_s))
                 except Exception as exc:  # noqa: BLE001 - reported, not hidden
                     tb = traceback.format_exc(limit=8)
                     print(f"{dtype} sweep {method} FAILED:\n{tb}", flush=True)
