@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The device checks in one call, for a session lent a GPU machine with the workplace's CUDA
 # image (jax, optax, chex, pytest and pytest-xdist installed, no network): from the repository
-# root there, `bash benchmarks/gpu_checks.sh` (at most 9 minutes and 35 s: give the call
-# timeout_s=595; `bash benchmarks/gpu_checks.sh scale` runs only that part; parts: scale
+# root there, `bash benchmarks/gpu_checks.sh` (at most 9 minutes: give the call
+# timeout_s=545; `bash benchmarks/gpu_checks.sh scale` runs only that part; parts: scale
 # step_cost subproblem_real tests). The timed parts run first, on a quiet machine, and each
 # benchmark compiles its programs concurrently before timing them (16 host cores), then the
 # test suite runs on 14 workers for what time is left. JAX's default TF32 float32 matmuls stay
@@ -29,18 +29,18 @@ rm -f benchmarks/results/{scale_gpu,step_cost,subproblem_real}.{md,json}
 for part in $parts; do
   stamp "$part"
   case "$part" in
-    scale) (cd benchmarks && timeout "${SCALE_TIMEOUT:-250}" python3 scale.py --steps 30 \
+    scale) (cd benchmarks && timeout "${SCALE_TIMEOUT:-230}" python3 scale.py --steps 30 \
                 --repeats 3 --sweep-repeats 2 --linear-solvers dense cg --name scale_gpu) \
                >> "$log" 2>&1
            cp benchmarks/results/scale_gpu.md benchmarks/results/scale_gpu.json "$out/" \
                2>/dev/null ;;
-    step_cost) (cd benchmarks && timeout 150 python3 step_cost.py --repeats 3 \
+    step_cost) (cd benchmarks && timeout 140 python3 step_cost.py --repeats 3 \
                     --sweep-repeats 2) >> "$log" 2>&1
                save step_cost.md step_cost.json ;;
-    subproblem_real) (cd benchmarks && timeout 50 python3 subproblem_real.py --repeats 2) \
+    subproblem_real) (cd benchmarks && timeout 45 python3 subproblem_real.py --repeats 2) \
                          >> "$log" 2>&1
                      save subproblem_real.md subproblem_real.json ;;
-    tests) timeout -s INT -k 15 "${TESTS_TIMEOUT:-110}" python3 -m pytest -v -n 14 \
+    tests) timeout -s INT -k 15 "${TESTS_TIMEOUT:-95}" python3 -m pytest -v -n 14 \
                -p no:cacheprovider --junitxml="$out/tests.xml" tests rproxjax >> "$log" 2>&1
            echo "rc=$?" >> "$log"; tail -3 "$log" ;;
   esac
