@@ -33,11 +33,14 @@ one ``jax.jit(run)`` at mu = 0.2; ratio = vmap / single. The Newton steps in loc
 lanes, averaged over steps) say what a batched ``while_loop`` pays (accelerators); on CPU
 the vmapped solves map their lanes, each taking its own steps.
 
-All the programs of every (size, dtype) are lowered first and compiled concurrently in a
+The programs of one (size, dtype) (5-8) are lowered and then compiled concurrently in a
 thread pool (``_timing.precompile``; ``--serial-compile`` compiles each at its first call
-instead), so a run on a many-core host waits for the slowest compiles rather than their sum;
-the sweep's "compile (s)" is that program's compile time in the pool, under contention. Then
-the sizes are timed one after another (smallest first, float32 then float64), every call
+instead), so a run on a many-core host waits for the slowest compile rather than their sum;
+the sweep's "compile (s)" is that program's compile time in the pool, under contention ("-"
+with ``--serial-compile``). Not all sizes at once: XLA's GPU autotuner times candidate
+kernels on the device while it compiles, and on an H200 48 concurrent compiles (every size
+and dtype) had not finished after 230 s, with "delay kernel timed out" warnings. Then the
+(size, dtype) is timed (smallest size first, float32 then float64), every call
 synchronized with ``jax.block_until_ready``; the results count the compilations during the
 part of a size (``compiles_while_timing``: eager reductions of the checks compile small
 programs, a recompiled run would show as seconds). The results record the device; nothing
@@ -252,7 +255,8 @@ def tables(results):
             sweep_rows.append((*head, k, f"{v['single_s']:.3f}", f"{v['vmap_s']:.3f}",
                                f"{v['ratio']:.2f}",
                                f"{v['newton_single']:.2f} / {v['newton_lanes_mean']:.2f} / "
-                               f"{v['newton_lockstep']:.2f}", f"{v['compile_s']:.1f}"))
+                               f"{v['newton_lockstep']:.2f}",
+                               "-" if np.isnan(v["compile_s"]) else f"{v['compile_s']:.1f}"))
     return step_rows, sweep_rows
 
 
@@ -278,32 +282,34 @@ def main(argv=None):
     start = time.perf_counter()
     machine = _timing.machine_info()
     print("machine:", machine, flush=True)
-    results, preps = [], []
+    results, compile_s = [], {}
     for i in args.sizes:  # by size, then dtype: a run cut off keeps its smaller sizes
         for dtype in args.dtypes:
             try:
-                preps.append(prepare_size(SIZES[i], dtype, args))
+                prep = prepare_size(SIZES[i], dtype, args)
+                if not args.serial_compile:
+                    compile_s.update(precompile(prep))
+                results.append(bench_size(prep, args, compile_s))
             except Exception as exc:  # noqa: BLE001 - reported in the table, not hidden
                 results.append(failed(SIZES[i], dtype, exc))
-    jobs = [job for prep in preps for job in prep["jobs"]]
+            prep = None  # the data of one (size, dtype) at a time
+            report(results, args, machine, start, final=False)  # a cut-off run keeps its rows
+    report(results, args, machine, start, final=True)
+
+
+def precompile(prep):
+    """Compiles the programs of one (size, dtype) concurrently; {label: seconds}."""
     tic, before = time.perf_counter(), _timing.compile_count()
-    compile_s = {}
-    if not args.serial_compile:
-        try:
-            compile_s = _timing.precompile(jobs)
-        except Exception:  # noqa: BLE001 - each program then compiles at its first call
-            print(f"precompile failed, compiling at first calls:\n{traceback.format_exc()}",
-                  flush=True)
-    print(f"{len(jobs)} programs {'' if args.serial_compile else 'pre'}compiled "
+    try:
+        compile_s = _timing.precompile(prep["jobs"])
+    except Exception:  # noqa: BLE001 - each program then compiles at its first call
+        print(f"precompile failed, compiling at first calls:\n{traceback.format_exc()}",
+              flush=True)
+        return {}
+    print(f"{prep['dtype']} {prep['size']}: {len(prep['jobs'])} programs precompiled "
           f"({_timing.compile_count()[0] - before[0]} XLA compiles) in "
           f"{time.perf_counter() - tic:.0f} s", flush=True)
-    for prep in preps:
-        try:
-            results.append(bench_size(prep, args, compile_s))
-        except Exception as exc:  # noqa: BLE001 - reported in the table, not hidden
-            results.append(failed(prep["size"], prep["dtype"], exc))
-        report(results, args, machine, start, final=False)  # a cut-off run keeps its rows
-    report(results, args, machine, start, final=True)
+    return compile_s
 
 
 def failed(size, dtype, exc):

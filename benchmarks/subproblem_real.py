@@ -119,7 +119,10 @@ def main():
                                       f"{s['p90']:.1f}", s["max"], s["unconverged"],
                                       f"{s['evals']:.1f}",
                                       f"{s['ms']:.2f} / {s['ms_mean']:.2f} / {s['ms_max']:.2f}"])
-                    print(f"done: {label} {dtype} r={r} {name}", flush=True)
+                    s = summarize(rows)  # printed as it goes: a run cut off keeps these
+                    print(f"done: {label} {dtype} r={r} {name}: steps mean {s['mean']:.2f} "
+                          f"max {s['max']}, {s['unconverged']} unconverged, "
+                          f"{s['ms']:.2f} ms/call median", flush=True)
     markdown = print_table(headers, table)
     goal = ("\nGoal (float64, tol 1e-8): mean <= 3 and max <= 10 Newton steps, every call "
             "converged; float32 at its default tolerance: every call converged. 8 instances "
