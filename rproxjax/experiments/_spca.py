@@ -265,13 +265,13 @@ def run(name, cfg, out_dir, *, force=False, progress=True) -> dict:
                 key = f"variance/{method}/mu={panel['key']}/seed={seed}"
                 if method in VARIANCE_METHODS and not store.has(key):
                     store.put(key, _variance_run(method, eta, panel["mu"], cfg, data, seed))
-    _gamma_panel(name, cfg, store, data, panels, lipschitz, progress)
+    _gamma_panel(name, cfg, store, data, lipschitz, progress)
     from rproxjax.experiments._spca_summary import summarize
 
     return store.finish(summarize(store.data))
 
 
-def _gamma_panel(name, cfg, store, data, panels, lipschitz, progress):
+def _gamma_panel(name, cfg, store, data, lipschitz, progress):
     """R-ProxSPB and R-ProxSGD at mu = gamma_mu_fraction mu_deg for each gamma, the step
     re-tuned for each gamma on the tuning seeds."""
     mu = cfg.gamma_mu_fraction * store.get("setup")["mu_degenerate"]
