@@ -86,6 +86,13 @@ def precompile(jobs: Sequence[tuple[Any, Callable, tuple]], workers: int | None 
     for their sum. The later calls with the same argument types find the executables in
     ``jax.jit``'s cache: :func:`compile_count` before and after the timed part says so.
     Returns the seconds each compile took, measured in its thread (under contention).
+
+    On GPUs XLA's autotuner times candidate kernels on the device while it compiles, so
+    concurrent compiles contend for it ("delay kernel timed out" warnings) and could pick
+    other kernels than serial compiles would. On an H200 the per-step times of
+    ``step_cost.py`` compiled this way matched those of an earlier serially compiled run
+    (R-Subgrad 493-517 us against 474-496 us); keep groups small there (``scale.py``
+    compiles one size and dtype at a time).
     """
     from concurrent.futures import ThreadPoolExecutor
 

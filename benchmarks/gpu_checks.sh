@@ -24,24 +24,30 @@ log="$out/log.txt"
 python3 -c "import jax; print(jax.__version__, jax.devices())" >> "$log" 2>&1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >> "$log" 2>&1
 stamp() { echo "== $1 $(date +%T)" | tee -a "$log"; }
-save() { for f in "$@"; do cp "benchmarks/results/$f" "$out/${f/./_gpu.}" 2>/dev/null; done; }
-# the committed results of other machines must not come back as this one's
-rm -f benchmarks/results/{scale_gpu,step_cost,subproblem_real}.{md,json}
+# Results written by this run only (newer than the marker): the committed results of other
+# machines must not come back as this one's.
+marker="$out/.start"; touch "$marker"
+save() {  # save NAME.EXT TARGET.EXT ...
+  while [ $# -ge 2 ]; do
+    [ "benchmarks/results/$1" -nt "$marker" ] && cp "benchmarks/results/$1" "$out/$2"
+    shift 2
+  done
+}
 for part in $parts; do
   stamp "$part"
   case "$part" in
     scale) (cd benchmarks && timeout "${SCALE_TIMEOUT:-230}" python3 scale.py --steps 30 \
                 --repeats 3 --sweep-repeats 2 --linear-solvers dense cg --name scale_gpu) \
                >> "$log" 2>&1
-           cp benchmarks/results/scale_gpu.md benchmarks/results/scale_gpu.json "$out/" \
-               2>/dev/null ;;
+           save scale_gpu.md scale_gpu.md scale_gpu.json scale_gpu.json ;;
     step_cost) (cd benchmarks && timeout 140 python3 step_cost.py --repeats 3 \
                     --sweep-repeats 2) >> "$log" 2>&1
-               save step_cost.md step_cost.json ;;
+               save step_cost.md step_cost_gpu.md step_cost.json step_cost_gpu.json ;;
     subproblem_real) (cd benchmarks && timeout 45 python3 subproblem_real.py --repeats 1) \
                          >> "$log" 2>&1
-                     save subproblem_real.md subproblem_real.json ;;
-    tests) timeout -s INT -k 30 "${TESTS_TIMEOUT:-95}" python3 -m pytest -v -n 14 \
+                     save subproblem_real.md subproblem_real_gpu.md \
+                          subproblem_real.json subproblem_real_gpu.json ;;
+    tests) timeout -s INT -k 15 "${TESTS_TIMEOUT:-90}" python3 -m pytest -v -n 14 \
                -p no:cacheprovider tests rproxjax >> "$log" 2>&1
            echo "rc=$?" >> "$log"
            for w in PASSED FAILED ERROR SKIPPED; do  # xdist's -v lines: one per test done
@@ -49,4 +55,5 @@ for part in $parts; do
   esac
 done
 stamp done
+rm -f "$marker"
 ls -la "$out"

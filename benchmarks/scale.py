@@ -33,7 +33,7 @@ one ``jax.jit(run)`` at mu = 0.2; ratio = vmap / single. The Newton steps in loc
 lanes, averaged over steps) say what a batched ``while_loop`` pays (accelerators); on CPU
 the vmapped solves map their lanes, each taking its own steps.
 
-The programs of one (size, dtype) (5-8) are lowered and then compiled concurrently in a
+The programs of one (size, dtype) (3-8) are lowered and then compiled concurrently in a
 thread pool (``_timing.precompile``; ``--serial-compile`` compiles each at its first call
 instead), so a run on a many-core host waits for the slowest compile rather than their sum;
 the sweep's "compile (s)" is that program's compile time in the pool, under contention ("-"
@@ -341,8 +341,8 @@ def report(results, args, machine, start, final):
     if final:
         print(f"\ntotal benchmark time {elapsed:.0f} s", flush=True)
     if not args.no_save:
-        settings = {"sizes": [SIZES[i] for i in args.sizes], "mu": MU, "gamma": GAMMA,
-                    **vars(args)}
+        settings = {**vars(args), "size_indices": args.sizes,
+                    "sizes": [SIZES[i] for i in args.sizes], "mu": MU, "gamma": GAMMA}
         paths = _timing.save_results(args.name, {"settings": settings, "results": results,
                                                  "elapsed_s": elapsed}, "\n".join(md),
                                      machine=machine)

@@ -40,7 +40,9 @@ scan starts just after a refresh. The refresh step (full gradient over n in
 chunks of 2048, as ``fit`` computes it, + update with ``refresh=True`` +
 apply) is timed on its own, as one compiled call from the warmed-up state
 (where the next refresh falls); amortized = ((q - 1) SARAH + refresh) / q.
-Every function is compiled and called once untimed; then the methods of one
+Every function is compiled (a dtype's programs concurrently, ``_timing.precompile``,
+unless ``--serial-compile``) and called once untimed; compilations during the timed
+rounds are counted (``compiles_while_timing``, 0 expected); then the methods of one
 (dtype, mu) are timed round-robin, one call each per round (so that all see
 the same load), ``--repeats`` rounds (default 7); the time per step is the
 median call time / T, and the ratio is to R-Subgrad's median in the same
@@ -57,10 +59,11 @@ closed-over constant. Timed: ``jax.jit(jax.vmap(run, in_axes=(0, 0, None)))``
 over the 8 mu of ``jnp.geomspace(0.05, 0.8, 8)`` (one key per lane), one
 ``jax.jit(run)`` at mu = 0.2, and the 8 single runs (same mu and keys as the
 lanes) one after another. All are compiled ahead of time; then
-``--sweep-repeats`` rounds (default 3) of [vmap, single, 8 sequential] are
-timed, medians reported, with ``rproxjax.sweep(lanes="map")`` and, for comparison, the
-same vmap compiled with ``_subproblem.SEQUENTIAL_LANES = False`` (one batched Newton
-``while_loop`` for all lanes; by default a vmapped solve maps its lanes on CPU). Newton
+one untimed round and ``--sweep-repeats`` rounds (default 3) of [vmap, single, 8
+sequential] are timed, medians reported, with ``rproxjax.sweep(lanes="map")`` and, for
+comparison on CPU, the same vmap compiled with ``_subproblem.SEQUENTIAL_LANES = False`` (one
+batched Newton ``while_loop`` for all lanes; by default a vmapped solve maps its lanes on
+CPU; elsewhere the vmap is that loop, and its columns read "= vmap"). Newton
 steps: the single run's mean, the mean over lanes and steps, and the lockstep count (max
 over lanes per step, averaged over steps), which is what a batched ``while_loop`` pays.
 The vmapped final points are checked against the sequential runs'.
@@ -291,11 +294,13 @@ def bench_steps(dtype, data, x0, runs, scans, repeats, seed, mus=MUS):
                 print(f"{dtype} mu={mu_f} {NAMES[row]} FAILED:\n{results[row]['traceback']}",
                       flush=True)
         live = [row for row in calls if "error" not in results[row]]
+        before = _timing.compile_count()
         for _ in range(repeats):  # round-robin: every row sees the same load
             for row in live:
                 fn, args, steps = calls[row]
                 samples[row].append(_timing.time_samples(fn, *args, repeats=1, warmup=0)[0]
                                     / steps)
+        compiles = _timing.compile_count()[0] - before[0]
         for row in live:
             results[row].update(time_s=statistics.median(samples[row]),
                                 samples_s=samples[row])
@@ -323,6 +328,7 @@ def bench_steps(dtype, data, x0, runs, scans, repeats, seed, mus=MUS):
             "nonzeros_start": {m: _nnz(starts[m][0]) for m in starts},
             "warmup_newton_steps_mean": warm,
             "seconds": time.perf_counter() - tic,
+            "compiles_while_timing": compiles,
         }
         out[mu_f] = results
         line = ", ".join(
@@ -331,7 +337,8 @@ def bench_steps(dtype, data, x0, runs, scans, repeats, seed, mus=MUS):
             + (f" N={res['newton_steps']:.2f}" if res.get("newton_steps") else "")
             for row, res in results.items() if not row.startswith("_") and "time_s" in res)
         print(f"{dtype} mu={mu_f}: {line}; nonzeros {results['_meta']['nonzeros_start']} "
-              f"[{results['_meta']['seconds']:.0f} s]", flush=True)
+              f"[{results['_meta']['seconds']:.0f} s; compiles while timing {compiles}]",
+              flush=True)
     return out
 
 
@@ -374,26 +381,29 @@ def bench_sweep(method, dtype, data, x0, single_fn, programs, repeats, compile_s
             _subproblem.SEQUENTIAL_LANES = lanes_flag
             jax.clear_caches()
     mcompiled = programs["map"].lower(mus, keys, data, x0).compile()
-    _sync(single_fn(mu1, keys[0], data, x0))  # compiled already (warm-up); one untimed call
-    v_s, one_s, seq_s, m_s, b_s = [], [], [], [], []
-    v_out = one_out = seq_out = m_out = b_out = None
+    # The sequential runs' arguments indexed here: indexing inside the timed loop would
+    # compile small programs there.
+    lane_args = [(mus[i], keys[i]) for i in range(SWEEP_K)]
+    key0 = keys[0]
+    calls = {"map": lambda: mcompiled(mus, keys, data, x0),
+             "vmap": lambda: vcompiled(mus, keys, data, x0),
+             "single": lambda: single_fn(mu1, key0, data, x0),
+             "sequential": lambda: [single_fn(m, k, data, x0) for m, k in lane_args]}
+    if bcompiled is not None:
+        calls = {"batched": lambda: bcompiled(mus, keys, data, x0), **calls}
+    outs = {name: _sync(call()) for name, call in calls.items()}  # one untimed round
+    samples = {name: [] for name in calls}
+    before = _timing.compile_count()
     for _ in range(repeats):
-        if bcompiled is not None:
+        for name, call in calls.items():
             t0 = time.perf_counter()
-            b_out = _sync(bcompiled(mus, keys, data, x0))
-            b_s.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        m_out = _sync(mcompiled(mus, keys, data, x0))
-        m_s.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        v_out = _sync(vcompiled(mus, keys, data, x0))
-        v_s.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        one_out = _sync(single_fn(mu1, keys[0], data, x0))
-        one_s.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        seq_out = [_sync(single_fn(mus[i], keys[i], data, x0)) for i in range(SWEEP_K)]
-        seq_s.append(time.perf_counter() - t0)
+            outs[name] = _sync(call())
+            samples[name].append(time.perf_counter() - t0)
+    after = _timing.compile_count()
+    b_out, m_out, v_out = outs.get("batched"), outs["map"], outs["vmap"]
+    one_out, seq_out = outs["single"], outs["sequential"]
+    b_s, m_s, v_s = samples.get("batched", []), samples["map"], samples["vmap"]
+    one_s, seq_s = samples["single"], samples["sequential"]
     if bcompiled is None:  # the vmap is the batched loop: its samples are the row's
         b_out, b_s = v_out, list(v_s)
     v_t, one_t, seq_t, m_t, b_t = (statistics.median(s)
@@ -406,6 +416,8 @@ def bench_sweep(method, dtype, data, x0, single_fn, programs, repeats, compile_s
         "single_mu": SWEEP_MU, "steps_per_run": WARMUP_STEPS,
         "vmap_compile_s": compile_s,
         "vmap_batched_newton_is_vmap": batched_is_default,
+        "compiles_while_timing": {"count": after[0] - before[0],
+                                  "seconds": after[1] - before[1]},
         "single_s": one_t, "vmap_s": v_t, "sequential_s": seq_t, "map_s": m_t,
         "map_ratio": m_t / one_t,
         "vmap_batched_newton_s": b_t, "vmap_batched_newton_ratio": b_t / one_t,
@@ -436,7 +448,9 @@ def bench_sweep(method, dtype, data, x0, single_fn, programs, repeats, compile_s
         f"{res['newton_lanes_mean']:.2f} ({', '.join(f'{v:.2f}' for v in res['newton_lanes'])}),"
         f" lockstep {res['newton_lockstep']:.2f}; max |X_vmap - X_seq| "
         f"{res['max_abs_diff_vmap_vs_sequential_params']:.1e}; vmap compile {compile_s:.0f} s; "
-        f"vmap with a batched Newton loop {b_t:.2f} s (ratio {b_t / one_t:.2f})",
+        + ("the vmap is the batched Newton loop here" if batched_is_default else
+           f"vmap with a batched Newton loop {b_t:.2f} s (ratio {b_t / one_t:.2f})")
+        + f"; compiles while timing {res['compiles_while_timing']['count']}",
         flush=True,
     )
     return res
@@ -461,6 +475,8 @@ def library_state():
 # --------------------------------------------------------------------------
 
 
+BATCHED_IS_VMAP = ("Off CPU a vmapped solve is one batched Newton loop by default: the "
+                   "vmap is that loop, and its columns read '= vmap' (not timed twice).")
 STEP_HEADERS = ["dtype", "mu", "method", "time/step (us)", "ratio to R-Subgrad",
                 "paired ratio", "Newton steps mean", f"goal <= {GOAL_STEP}"]
 SWEEP_HEADERS = ["dtype", "method", "single mu=0.2 (s)", "vmap 8 (s)", "ratio",
@@ -504,7 +520,8 @@ def sweep_row(s):
         "yes" if s["meets_sequential_goal"] else "no",
         f"{s['newton_single']:.2f} / {s['newton_lanes_mean']:.2f} / {s['newton_lockstep']:.2f}",
         f"{s['map_s']:.3f}", f"{s['map_ratio']:.2f}",
-        f"{s['vmap_batched_newton_s']:.3f}", f"{s['vmap_batched_newton_ratio']:.2f}",
+        *(("= vmap", "= vmap") if s.get("vmap_batched_newton_is_vmap") else
+          (f"{s['vmap_batched_newton_s']:.3f}", f"{s['vmap_batched_newton_ratio']:.2f}")),
     )
 
 
@@ -548,11 +565,11 @@ def main(argv=None):
             tic_c, before = time.perf_counter(), _timing.compile_count()
             try:
                 compile_s = _timing.precompile(jobs)
+                print(f"{dtype}: {len(jobs)} programs precompiled concurrently "
+                      f"({_timing.compile_count()[0] - before[0]} XLA compiles) in "
+                      f"{time.perf_counter() - tic_c:.0f} s", flush=True)
             except Exception:  # noqa: BLE001 - each program then compiles at its first call
                 print(f"precompile failed:\n{traceback.format_exc()}", flush=True)
-            print(f"{dtype}: {len(jobs)} programs precompiled concurrently "
-                  f"({_timing.compile_count()[0] - before[0]} XLA compiles) in "
-                  f"{time.perf_counter() - tic_c:.0f} s", flush=True)
         steps[dtype] = bench_steps(dtype, data, x0, runs, scans, args.repeats, seed=100,
                                     mus=tuple(args.mus))
         if not args.no_sweep:
@@ -592,6 +609,9 @@ def main(argv=None):
         print(f"\n{sweep_title}\n")
         sweep_md = sweep_title + "\n\n" + _timing.print_table(
             SWEEP_HEADERS, [sweep_row(s) for s in sweeps])
+        if any(s.get("vmap_batched_newton_is_vmap") for s in sweeps):
+            sweep_md += "\n\n" + BATCHED_IS_VMAP
+            print("\n" + BATCHED_IS_VMAP)
         for e in errors:
             line = f"\nFAILED {e['dtype']} {e['method']}: {e['error']}"
             print(line)

@@ -39,9 +39,9 @@ Array = Any
 #: subproblems (benchmarks/results/subproblem_real.md: max 10 against 30 steps) for a
 #: similar time per call; at r = 32 inside R-ProxSGD runs CG's steps cost 0.60-1.02x the
 #: dense ones (linear_solver_runs.md) and a whole step 0.61-0.64x (scale_cpu_d4096.md). On
-#: an H200 a CG Newton step costs about 0.7 ms at r = 32 inside R-ProxSGD (3.5-3.8 steps a
-#: call, scale_gpu.md; 6.4 ms with the former rule of loose solves); dense systems were not
-#: timed there.
+#: an H200 a CG Newton step costs about 0.57 / 0.74 ms (float32 / float64) at r = 32 inside
+#: R-ProxSGD (3.5-3.8 steps a call, scale_gpu.md; 6.4 ms in float32 with the former rule of
+#: loose solves); dense systems were not timed there.
 CG_THRESHOLD = 16
 #: Newton rules: ``"secant"`` (default), ``"adaptive"`` (plain steps, secant on
 #: demand) and ``"reference"`` (the ManPG code's rule).
