@@ -7,8 +7,9 @@ Everything here is generic (nothing depends on rproxjax):
 * :func:`time_per_iteration`: the cost of one call of a function *inside* a
   compiled ``lax.fori_loop`` (no per-call dispatch), which is what an
   operation costs inside an iterative solver.
-* :func:`precompile` / :func:`compile_count`: compile a benchmark's programs
-  concurrently before timing them, and count the compilations that follow.
+* :func:`precompile` (:func:`precompile_reported`) / :func:`compile_count`: compile
+  a benchmark's programs concurrently before timing them, and count the compilations
+  that follow.
 * :func:`matmul_flops`: measured dense n x n @ n x n matmul throughput (FLOP/s)
   for a dtype, the reference for FLOP-bound times.
 * :func:`machine_info`, :func:`markdown_table`, :func:`save_results`:
@@ -45,6 +46,7 @@ __all__ = [
     "markdown_table",
     "matmul_flops",
     "precompile",
+    "precompile_reported",
     "print_table",
     "save_results",
     "time_fn",
@@ -107,6 +109,26 @@ def precompile(jobs: Sequence[tuple[Any, Callable, tuple]], workers: int | None 
     workers = workers or max(1, min(len(lowered), os.cpu_count() or 1))
     with ThreadPoolExecutor(workers) as pool:
         return dict(pool.map(compile_one, lowered))
+
+
+def precompile_reported(jobs: Sequence[tuple[Any, Callable, tuple]], what: str,
+                        ) -> dict[Any, float]:
+    """:func:`precompile` that prints what it compiled and how long it took; if it fails,
+    prints why and returns ``{}`` (each program then compiles at its first call, outside
+    the timed rounds of the benchmarks here, which call every program once untimed)."""
+    import traceback
+
+    tic, before = time.perf_counter(), compile_count()
+    try:
+        seconds = precompile(jobs)
+    except Exception:  # noqa: BLE001 - reported; the benchmark goes on
+        print(f"{what}: precompile failed, compiling at first calls:\n"
+              f"{traceback.format_exc()}", flush=True)
+        return {}
+    print(f"{what}: {len(jobs)} programs precompiled concurrently "
+          f"({compile_count()[0] - before[0]} XLA compiles) in "
+          f"{time.perf_counter() - tic:.0f} s", flush=True)
+    return seconds
 
 
 def time_samples(

@@ -288,28 +288,14 @@ def main(argv=None):
             try:
                 prep = prepare_size(SIZES[i], dtype, args)
                 if not args.serial_compile:
-                    compile_s.update(precompile(prep))
+                    compile_s.update(_timing.precompile_reported(
+                        prep["jobs"], f"{dtype} {SIZES[i]}"))
                 results.append(bench_size(prep, args, compile_s))
             except Exception as exc:  # noqa: BLE001 - reported in the table, not hidden
                 results.append(failed(SIZES[i], dtype, exc))
             prep = None  # the data of one (size, dtype) at a time
             report(results, args, machine, start, final=False)  # a cut-off run keeps its rows
     report(results, args, machine, start, final=True)
-
-
-def precompile(prep):
-    """Compiles the programs of one (size, dtype) concurrently; {label: seconds}."""
-    tic, before = time.perf_counter(), _timing.compile_count()
-    try:
-        compile_s = _timing.precompile(prep["jobs"])
-    except Exception:  # noqa: BLE001 - each program then compiles at its first call
-        print(f"precompile failed, compiling at first calls:\n{traceback.format_exc()}",
-              flush=True)
-        return {}
-    print(f"{prep['dtype']} {prep['size']}: {len(prep['jobs'])} programs precompiled "
-          f"({_timing.compile_count()[0] - before[0]} XLA compiles) in "
-          f"{time.perf_counter() - tic:.0f} s", flush=True)
-    return compile_s
 
 
 def failed(size, dtype, exc):

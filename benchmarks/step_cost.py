@@ -561,15 +561,8 @@ def main(argv=None):
             m: sweep_programs(m, dtype, data, x0) for m in ("sgd", "spb")}
         compile_s = {}
         if not args.serial_compile:
-            jobs = compile_jobs(dtype, data, x0, runs, scans, programs)
-            tic_c, before = time.perf_counter(), _timing.compile_count()
-            try:
-                compile_s = _timing.precompile(jobs)
-                print(f"{dtype}: {len(jobs)} programs precompiled concurrently "
-                      f"({_timing.compile_count()[0] - before[0]} XLA compiles) in "
-                      f"{time.perf_counter() - tic_c:.0f} s", flush=True)
-            except Exception:  # noqa: BLE001 - each program then compiles at its first call
-                print(f"precompile failed:\n{traceback.format_exc()}", flush=True)
+            compile_s = _timing.precompile_reported(
+                compile_jobs(dtype, data, x0, runs, scans, programs), dtype)
         steps[dtype] = bench_steps(dtype, data, x0, runs, scans, args.repeats, seed=100,
                                     mus=tuple(args.mus))
         if not args.no_sweep:
