@@ -367,11 +367,11 @@ fit.__doc__ += _FIT_ARGS_DOC + """      progress: print a progress line per epoc
 """
 
 
-def _draw_inputs(compiled, program, element, head, drawn):
+def _draw_inputs(compiled, program, segmented, element, head, drawn):
     """The sample indices of a finite-sum epoch (drawn outside the timing): from its key,
     or for a segment of a block, its slice of the block's samples, drawn once per block
     at the block's head segment (``drawn`` keeps them)."""
-    if program.segments() is None:
+    if not segmented:
         return compiled(("inputs",), lambda k: program.sampler.epoch_inputs(k, program.plan),
                         element)
     key, j = element
@@ -415,7 +415,8 @@ def _host_loop(program, carry, inputs_iter, key, progress, total):
         for e, element in enumerate(inputs_iter):
             part = 0 if parts is None else int(e % parts[2] != 0)
             if finite:
-                element = _draw_inputs(compiled, program, element, part == 0, drawn)
+                element = _draw_inputs(compiled, program, parts is not None, element,
+                                       part == 0, drawn)
             shapes = (part, str(jax.tree.map(jnp.shape, element)))
             if shapes not in programs:
                 prog = program if parts is None else parts[part]
