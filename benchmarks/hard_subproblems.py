@@ -44,10 +44,10 @@ from rproxjax.problems import spca_loss  # noqa: E402
 try:  # run as a script: benchmarks/ is on sys.path
     import _timing
     import scale
-    from _instances import FIRST_LOOSE_RULE, loose_rule
+    from _instances import FIRST_LOOSE_RULE, FIRST_WARM_START, loose_rule, warm_start
 except ImportError:  # run as `python -m benchmarks.hard_subproblems`
     from benchmarks import _timing, scale
-    from benchmarks._instances import FIRST_LOOSE_RULE, loose_rule
+    from benchmarks._instances import FIRST_LOOSE_RULE, FIRST_WARM_START, loose_rule, warm_start
 
 D, R, B = scale.SIZES[1]
 Q, GAMMA, MU = 10, 0.1, 0.2
@@ -60,8 +60,9 @@ STOPS = {"rtol 1e-2": (None, 1e-2), "tol 1e-8": (1e-8, 0.0)}
 
 def capture():
     """The 10 subproblems of the second block: [(x, v, lam_h)], captured with the former
-    rule of loose solves (pinned, so that the instances do not move with it)."""
-    with loose_rule(FIRST_LOOSE_RULE):
+    rule of loose solves and the optimizers' former warm start (pinned, so that the
+    instances do not move with them)."""
+    with loose_rule(FIRST_LOOSE_RULE), warm_start(FIRST_WARM_START):
         return _capture()
 
 

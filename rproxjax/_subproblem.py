@@ -78,6 +78,13 @@ class SubproblemInfo(NamedTuple):
         It changes slowly from one optimizer step to the next while the
         gradient part jumps with every minibatch: pass it back as ``lam_h=`` to
         warm-start the next step's call (at a new X and G).
+      subgradient: (W - Y) / t at the returned multiplier (d x r), an element of
+        the subdifferential of h at Y = X + zeta (prox optimality). At a solution
+        Lambda = sym(X^T (G + subgradient)) / 2 + E / (4t): pass it back as
+        ``subgradient=`` to warm-start the next step's call at a new X and G,
+        which carries the regularizer's part over to the new X (``lam_h`` is tied
+        to the old one). Zeros where zeta is (non-finite or invalid inputs, a
+        collapsed iterate) and for h = 0.
     """
 
     lam: Array
@@ -88,6 +95,7 @@ class SubproblemInfo(NamedTuple):
     num_linear_steps: Array
     num_evaluations: Array
     lam_h: Array
+    subgradient: Array
 
 
 def default_tol(dtype) -> float:
@@ -146,13 +154,20 @@ def _newton_loop(step, x, xt, t, reg, lam, w, tol, rtol, max_steps):
     return k, status, n_lin, n_eval, best, done
 
 
-def _solve(x, g, t, reg, lam, lam_h, tol, rtol, max_steps: int, use_cg: bool, method: str):
+def _initial_multiplier(x, g, lam, lam_h, sub):
+    """Lambda_0 from whichever warm start was given (``_warm_start``)."""
+    if lam is not None:
+        return lam
+    if sub is not None:  # the regularizer's part of the multiplier at this X
+        lam_h = _smooth_part(x, sub)
+    return _smooth_part(x, g) + lam_h
+
+
+def _solve(x, g, t, reg, lam, tol, rtol, max_steps: int, use_cg: bool, method: str):
     # X^T materialized once: XLA's transposed-operand products X^T Y were
     # measured 1.5-2x slower on two CPU threads.
     xt = lax.optimization_barrier(x.T)
     smooth = _smooth_part(x, g)
-    if lam is None:
-        lam = smooth + lam_h
     if method in ("secant", "adaptive"):
         step = functools.partial(_ssn_steps.secant_step, passes=SECANT_PASSES,
                                  adaptive=method == "adaptive", loose=rtol > 0)
@@ -179,8 +194,12 @@ def _solve(x, g, t, reg, lam, lam_h, tol, rtol, max_steps: int, use_cg: bool, me
     valid = (t > 0) & jnp.all(jnp.stack([jnp.all(a >= 0) for a in jax.tree.leaves(reg)]))
     status = jnp.where(inputs_finite & ~valid, Status.INVALID, status).astype(jnp.int32)
     converged = converged & valid
-    zeta = jnp.where(inputs_finite & ~collapsed & valid, y - x, jnp.zeros_like(x))
-    info = SubproblemInfo(lam, k, norm_e, converged, status, n_lin, n_eval, lam - smooth)
+    ok = inputs_finite & ~collapsed & valid
+    zeta = jnp.where(ok, y - x, jnp.zeros_like(x))
+    # (W - Y) / t at the returned multiplier; W is affine in it (one d x r x r product).
+    sub = jnp.where(ok, (x - t * g + (2.0 * t) * mm(x, lam) - y) / jnp.where(ok, t, 1.0),
+                    jnp.zeros_like(x))
+    info = SubproblemInfo(lam, k, norm_e, converged, status, n_lin, n_eval, lam - smooth, sub)
     return zeta, info
 
 
@@ -193,15 +212,17 @@ def sequential_lanes() -> bool:
 
 
 @functools.partial(jax.jit, static_argnames=("max_steps", "use_cg", "method"))
-def _solve_jit(x, g, t, reg, lam, lam_h, tol, rtol, max_steps, use_cg, method):
-    def solve(x, g, t, reg, lam, lam_h, tol, rtol):
-        return _solve(x, g, t, reg, lam, lam_h, tol, rtol, max_steps, use_cg, method)
+def _solve_jit(x, g, t, reg, lam, lam_h, sub, tol, rtol, max_steps, use_cg, method):
+    def solve(x, g, t, reg, lam, tol, rtol):
+        return _solve(x, g, t, reg, lam, tol, rtol, max_steps, use_cg, method)
 
     if sequential_lanes():
         # Under vmap, a batched while_loop runs every lane until the slowest ends, and on
         # CPU a lane's small kernels gain nothing from batching: map the lanes instead.
         solve = _mapped_lanes(solve)
-    return solve(x, g, t, reg, lam, lam_h, tol, rtol)
+    # The warm start is resolved here, outside the mapped-lanes rule: its arguments are then
+    # all arrays (no None), as custom_vmap needs under jax.jacfwd.
+    return solve(x, g, t, reg, _initial_multiplier(x, g, lam, lam_h, sub), tol, rtol)
 
 
 def _mapped_lanes(fn):
@@ -243,7 +264,7 @@ def _solve_smooth(x, g, t):
     finite = finite & valid
     zero = jnp.zeros((), jnp.int32)
     info = SubproblemInfo(lam, zero, jnp.zeros((), x.dtype), finite, status, zero, zero,
-                          jnp.zeros_like(lam))
+                          jnp.zeros_like(lam), jnp.zeros_like(x))
     return zeta, info
 
 
@@ -255,6 +276,7 @@ def tangent_prox(
     *,
     lam=None,
     lam_h=None,
+    subgradient=None,
     tol=None,
     rtol=0.0,
     max_steps: int = 100,
@@ -316,7 +338,13 @@ def tangent_prox(
       lam_h: warm start from the regularizer's part of a previous multiplier
         (``info.lam_h`` of the previous optimizer step): Lambda_0 = lam_h +
         sym(X^T G) / 2. This tracks a stochastic gradient's jumps exactly;
-        the optimizers use it. Give ``lam`` or ``lam_h``, not both.
+        Give at most one of ``lam``, ``lam_h`` and ``subgradient``.
+      subgradient: warm start from a subgradient V of h (``info.subgradient``
+        of the previous optimizer step, shape (d, r)): Lambda_0 =
+        sym(X^T (G + V)) / 2, the optimality condition's multiplier with the
+        previous solution's subgradient, at the new X. Unlike ``lam_h`` it
+        follows X's move; the optimizers use it (except the reference rule,
+        which warm-starts from ``lam`` like its code).
       tol: absolute bound on ||E(Lambda)||_F (not its square); defaults to
         :func:`default_tol` of the dtype (1e-10 in float64, ~1.2e-5 in float32).
       rtol: relative bound: the solve stops when
@@ -360,7 +388,7 @@ def tangent_prox(
                          f"got {reg!r}.")
     reg.check(x.shape)
     reg = jax.tree.map(lambda a: jnp.asarray(a, dtype), reg)
-    lam, lam_h = _warm_start(lam, lam_h, r, dtype)
+    lam, lam_h, subgradient = _warm_start(lam, lam_h, subgradient, x.shape, dtype)
     if tol is None:
         tol = default_tol(dtype)
     else:
@@ -369,7 +397,8 @@ def tangent_prox(
     tol = jnp.asarray(tol, dtype)
     rtol = jnp.asarray(rtol, dtype)
     use_cg = (r >= CG_THRESHOLD) if linear_solver == "auto" else linear_solver == "cg"
-    return _solve_jit(x, g, t, reg, lam, lam_h, tol, rtol, int(max_steps), use_cg, method)
+    return _solve_jit(x, g, t, reg, lam, lam_h, subgradient, tol, rtol, int(max_steps), use_cg,
+                      method)
 
 
 def _check_arguments(x, g, t, max_steps, linear_solver, method) -> int:
@@ -399,18 +428,28 @@ def _check_arguments(x, g, t, max_steps, linear_solver, method) -> int:
     return r
 
 
-def _warm_start(lam, lam_h, r, dtype):
-    """(lam or None, lam_h) for the solver: checked, cast and symmetrized."""
-    if lam is not None and lam_h is not None:
-        raise ValueError("give lam (a multiplier) or lam_h (its regularizer part), not both.")
-    for name, value in (("lam", lam), ("lam_h", lam_h)):
-        if value is not None and jnp.shape(value) != (r, r):
-            raise ValueError(f"{name} must have shape ({r}, {r}), got {jnp.shape(value)}.")
+def _warm_start(lam, lam_h, sub, shape, dtype):
+    """(lam or None, lam_h, subgradient or None) for the solver: checked, cast and
+    symmetrized."""
+    given = [name for name, v in (("lam", lam), ("lam_h", lam_h), ("subgradient", sub))
+             if v is not None]
+    if len(given) > 1:
+        raise ValueError(f"give at most one warm start (lam, lam_h or subgradient), got "
+                         f"{' and '.join(given)}.")
+    if sub is not None:
+        _checks.check_array("subgradient", sub)
+    r = shape[-1]
+    for name, value, want in (("lam", lam, (r, r)), ("lam_h", lam_h, (r, r)),
+                              ("subgradient", sub, tuple(shape))):
+        if value is not None and jnp.shape(value) != want:
+            raise ValueError(f"{name} must have shape {want}, got {jnp.shape(value)}.")
+    if sub is not None:
+        return None, jnp.zeros((r, r), dtype), jnp.asarray(sub, dtype)
     # Multipliers are symmetric: a skew part would add X * skew to the prox argument and
     # move the solution (a converged answer to another problem), so it is dropped.
     sym = lambda a: 0.5 * (a + a.T)  # noqa: E731
     lam = None if lam is None else sym(jnp.asarray(lam, dtype))
     if lam_h is None:
         lam_h = jnp.zeros((r, r), dtype)
-        return (lam_h if lam is None else lam), lam_h
-    return lam, sym(jnp.asarray(lam_h, dtype))
+        return (lam_h if lam is None else lam), lam_h, None
+    return lam, sym(jnp.asarray(lam_h, dtype)), None

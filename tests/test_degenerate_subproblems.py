@@ -21,7 +21,7 @@ import pytest
 
 import rproxjax
 from rproxjax.problems import spca_loss
-from tests.kernel_rules import FIRST_LOOSE_RULE, loose_rule
+from tests.kernel_rules import FIRST_LOOSE_RULE, FIRST_WARM_START, loose_rule, warm_start
 
 D, R, B, Q, MU, GAMMA = 1024, 32, 200, 10, 0.2, 0.1
 
@@ -41,7 +41,7 @@ def _data():
 
 def capture():
     """[(X, V, previous lam_h)] of the 10 steps of R-ProxSPB's second block."""
-    with loose_rule(FIRST_LOOSE_RULE):
+    with loose_rule(FIRST_LOOSE_RULE), warm_start(FIRST_WARM_START):
         return _capture()
 
 

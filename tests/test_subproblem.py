@@ -334,8 +334,14 @@ def test_bad_inputs_raise_clear_errors():
         rproxjax.tangent_prox(x, g, 0.5, reg, method="newton")
     with pytest.raises(ValueError, match="lam_h must have shape"):
         rproxjax.tangent_prox(x, g, 0.5, reg, lam_h=jnp.zeros((3, 2)))
-    with pytest.raises(ValueError, match="not both"):
+    with pytest.raises(ValueError, match="at most one warm start.*got lam and lam_h"):
         rproxjax.tangent_prox(x, g, 0.5, reg, lam=jnp.zeros((3, 3)), lam_h=jnp.zeros((3, 3)))
+    with pytest.raises(ValueError, match="got lam_h and subgradient"):
+        rproxjax.tangent_prox(x, g, 0.5, reg, lam_h=jnp.zeros((3, 3)), subgradient=g)
+    with pytest.raises(ValueError, match=r"subgradient must have shape \(8, 3\)"):
+        rproxjax.tangent_prox(x, g, 0.5, reg, subgradient=jnp.zeros((3, 3)))
+    with pytest.raises(TypeError, match="subgradient must be a JAX or NumPy array"):
+        rproxjax.tangent_prox(x, g, 0.5, reg, subgradient=g.tolist())
     with pytest.raises(ValueError, match="rtol must be finite and >= 0"):
         rproxjax.tangent_prox(x, g, 0.5, reg, rtol=-1e-3)
     with pytest.raises(ValueError, match="unknown ssn_method"):
@@ -373,6 +379,73 @@ def test_a_non_symmetric_warm_start_gives_the_same_solution():
         assert bool(info2.converged)
         np.testing.assert_allclose(zeta2, zeta, atol=1e-12)
         np.testing.assert_allclose(info2.lam, info2.lam.T, atol=0)
+
+
+@pytest.mark.parametrize("reg", [rproxjax.l1(0.3), rproxjax.l1(jnp.array([0.1, 0.5, 0.3])),
+                                 rproxjax.l21(2.0)], ids=["l1", "l1-columns", "l21"])
+def test_subgradient_is_in_the_subdifferential_and_gives_the_multiplier(reg):
+    # info.subgradient = (W - Y) / t is in the subdifferential of h at Y = X + zeta, and
+    # Lambda = sym(X^T (G + V)) / 2 + E / (4t) (the optimality condition, exactly).
+    x, g = _instance(21, 40, 3)
+    t = 0.7
+    zeta, info = rproxjax.tangent_prox(x, g, t, reg)
+    assert bool(info.converged)
+    y, v = np.asarray(x + zeta), np.asarray(info.subgradient)
+    if isinstance(reg, rproxjax.L1):
+        mu = np.broadcast_to(np.asarray(reg.mu), (3,))
+        on = y != 0
+        assert 0 < on.sum() < y.size  # both kinds of entries are checked
+        np.testing.assert_allclose(v[on], (mu * np.sign(y))[on], rtol=1e-12)
+        assert np.all(np.abs(v[~on]) <= (mu * np.ones_like(y))[~on] * (1 + 1e-12))
+    else:
+        rows = np.linalg.norm(y, axis=1) > 0
+        assert 0 < rows.sum() < y.shape[0]
+        unit = y[rows] / np.linalg.norm(y[rows], axis=1, keepdims=True)
+        np.testing.assert_allclose(v[rows], 2.0 * unit, rtol=1e-10, atol=1e-13)
+        assert np.all(np.linalg.norm(v[~rows], axis=1) <= 2.0 * (1 + 1e-12))
+    e = np.asarray(x.T @ (x + zeta))
+    e = e + e.T - 2 * np.eye(3)
+    a = np.asarray(x.T @ (g + info.subgradient))
+    np.testing.assert_allclose(info.lam, 0.25 * (a + a.T) + e / (4 * t), atol=1e-13)
+
+
+@pytest.mark.parametrize("method", ["secant", "adaptive"])
+def test_subgradient_warm_start_is_the_multiplier_at_the_new_point(method):
+    # subgradient=V starts from Lambda_0 = sym(X^T (G + V)) / 2 at the new (X, G): the same
+    # iterates as lam=Lambda_0, and the same solution as a cold start.
+    x, g = _instance(22, 30, 4)
+    reg = rproxjax.l1(0.3)
+    zeta, info = rproxjax.tangent_prox(x, g, 0.5, reg, method=method)
+    x_new = stiefel.retract(x, 0.3 * zeta)
+    g_new = g + 0.1 * jax.random.normal(jax.random.key(12), g.shape)
+    a = x_new.T @ (g_new + info.subgradient)
+    for max_steps in (0, 1, 100):
+        z_s, i_s = rproxjax.tangent_prox(x_new, g_new, 0.5, reg, method=method,
+                                         max_steps=max_steps, subgradient=info.subgradient)
+        z_l, i_l = rproxjax.tangent_prox(x_new, g_new, 0.5, reg, method=method,
+                                         max_steps=max_steps, lam=0.25 * (a + a.T))
+        np.testing.assert_allclose(z_s, z_l, atol=1e-12)
+        assert int(i_s.num_steps) == int(i_l.num_steps)
+    cold, _ = rproxjax.tangent_prox(x_new, g_new, 0.5, reg, method=method)
+    assert bool(i_s.converged)
+    np.testing.assert_allclose(z_s, cold, atol=1e-9)
+
+
+def test_subgradient_is_zero_where_zeta_is():
+    x, g = _instance(23, 12, 3)
+    reg = rproxjax.l1(0.2)
+    _, info = rproxjax.tangent_prox(x, g.at[0, 0].set(jnp.nan), 0.5, reg)
+    assert int(info.status) == rproxjax.Status.NONFINITE
+    np.testing.assert_array_equal(info.subgradient, 0.0)
+    _, info = rproxjax.tangent_prox(x, g, 0.5, reg, subgradient=g.at[1, 1].set(jnp.inf))
+    assert int(info.status) == rproxjax.Status.NONFINITE
+    np.testing.assert_array_equal(info.subgradient, 0.0)
+    _, info = jax.jit(lambda t: rproxjax.tangent_prox(x, g, t, reg))(-1.0)
+    assert int(info.status) == rproxjax.Status.INVALID
+    np.testing.assert_array_equal(info.subgradient, 0.0)
+    _, info = rproxjax.tangent_prox(x, g, 0.5, None)  # h = 0
+    assert info.subgradient.shape == x.shape
+    np.testing.assert_array_equal(info.subgradient, 0.0)
 
 
 def test_relative_tolerance_stops_early_with_a_bounded_error():
