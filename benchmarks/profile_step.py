@@ -22,9 +22,9 @@ Each piece is timed inside a compiled ``fori_loop`` (``_timing.time_per_iteratio
 
 * the whole iteration; the minibatch gradient; the update + apply_updates;
 * the subproblem alone (``rproxjax.tangent_prox`` with the optimizer's rule and
-  tolerances), warm-started from a multiplier re-solved at the same point with another
-  minibatch (the optimizer state's own multiplier is not read); with ``max_steps=0``
-  (setup and the first evaluation of E), hence the cost per Newton step;
+  tolerances), warm-started as the optimizers do, from the subgradient of h of a solve at
+  the same point with another minibatch (the optimizer state's own is not read); with
+  ``max_steps=0`` (setup and the first evaluation of E), hence the cost per Newton step;
 * the polar retraction (thin SVD) of the resulting step; "the rest" is update minus
   subproblem minus retraction.
 
@@ -79,9 +79,10 @@ def make_opt(mu, eta0=ETA0, gamma=GAMMA):
     return rproxjax.r_prox_sgd(rproxjax.inverse_sqrt_schedule(eta0), gamma, rproxjax.l1(mu),
                                ssn_rtol=SSN_RTOL, ssn_method=SSN_METHOD)
 
-def ssn(lam_h, x, g, gamma, mu, max_steps=100, linear_solver="auto"):
-    """The iteration's subproblem, warm-started from ``lam_h``."""
-    return rproxjax.tangent_prox(x, g, gamma, rproxjax.l1(mu), lam_h=lam_h, rtol=SSN_RTOL,
+def ssn(warm, x, g, gamma, mu, max_steps=100, linear_solver="auto"):
+    """The iteration's subproblem, warm-started as the optimizers do: from a previous
+    solution's subgradient of h (``warm``, d x r)."""
+    return rproxjax.tangent_prox(x, g, gamma, rproxjax.l1(mu), subgradient=warm, rtol=SSN_RTOL,
                                  method=SSN_METHOD, max_steps=max_steps,
                                  linear_solver=linear_solver)
 
@@ -121,13 +122,13 @@ def setup(x, steps_done, data, *, mu, eta0, gamma, seed=0):
     dtype = x.dtype
     mu, gamma = jnp.asarray(mu, dtype), jnp.asarray(gamma, dtype)
     g = batch_grad(x, data[ib])
-    # The warm start: the multiplier's regularizer part, re-solved at the same point
-    # with another minibatch (in place of the previous step's, held by the state).
-    _, info_prev = ssn(None, x, batch_grad(x, data[ib_other]), gamma, mu)
-    lam_h = info_prev.lam_h
-    zeta, info = ssn(lam_h, x, g, gamma, mu)
+    # The warm start: the subgradient of h of a solve at the same point with another
+    # minibatch (in place of the previous step's, held by the state).
+    _, info_prev = ssn(jnp.zeros_like(x), x, batch_grad(x, data[ib_other]), gamma, mu)
+    warm = info_prev.subgradient
+    zeta, info = ssn(warm, x, g, gamma, mu)
     eta = jnp.asarray(eta0 / np.sqrt(steps_done + 1.0), dtype)
-    return {"ib": ib, "g": g, "lam_h": lam_h, "zeta": zeta, "eta": eta, "mu": mu,
+    return {"ib": ib, "g": g, "warm": warm, "zeta": zeta, "eta": eta, "mu": mu,
             "gamma": gamma, "steps": int(info.num_steps), "evals": int(info.num_evaluations)}
 
 def tpi(fn, *args, repeats, n=N_LOOP):
@@ -151,10 +152,10 @@ def time_pieces(c, x, state, data, opt, repeats):
     out["gradient_s"] = tpi(lambda x_, d_, i_: batch_grad(x_, d_[i_]), x, data, c["ib"],
                             repeats=repeats)
     out["update_s"] = tpi(update_only, c["g"], x, state, repeats=repeats)
-    out["ssn_s"] = tpi(lambda lam_h, x_, g_, mu_: ssn(lam_h, x_, g_, gamma, mu_),
-                       c["lam_h"], x, c["g"], c["mu"], repeats=repeats)
-    out["ssn_fixed_s"] = tpi(lambda lam_h, x_, g_, mu_: ssn(lam_h, x_, g_, gamma, mu_, 0),
-                             c["lam_h"], x, c["g"], c["mu"], repeats=repeats)
+    out["ssn_s"] = tpi(lambda warm, x_, g_, mu_: ssn(warm, x_, g_, gamma, mu_),
+                       c["warm"], x, c["g"], c["mu"], repeats=repeats)
+    out["ssn_fixed_s"] = tpi(lambda warm, x_, g_, mu_: ssn(warm, x_, g_, gamma, mu_, 0),
+                             c["warm"], x, c["g"], c["mu"], repeats=repeats)
     out["retraction_s"] = tpi(lambda z, x_, e: stiefel.retract(x_, e * z), c["zeta"], x,
                               c["eta"], repeats=repeats)
     out["rest_s"] = out["update_s"] - out["ssn_s"] - out["retraction_s"]
@@ -179,11 +180,11 @@ def time_alternatives(c, x, data, repeats):
         repeats=repeats)
     out["gather_s"] = tpi(lambda i_, d_: d_[i_], c["ib"], data, repeats=repeats)
 
-    def ssn_cg(lam_h, x_, g_, mu_):
-        return ssn(lam_h, x_, g_, gamma, mu_, linear_solver="cg")
+    def ssn_cg(warm, x_, g_, mu_):
+        return ssn(warm, x_, g_, gamma, mu_, linear_solver="cg")
 
-    out["ssn_cg_s"] = tpi(ssn_cg, c["lam_h"], x, c["g"], c["mu"], repeats=repeats)
-    info_cg = ssn_cg(c["lam_h"], x, c["g"], c["mu"])[1]
+    out["ssn_cg_s"] = tpi(ssn_cg, c["warm"], x, c["g"], c["mu"], repeats=repeats)
+    info_cg = ssn_cg(c["warm"], x, c["g"], c["mu"])[1]
     out["ssn_cg_counts"] = (int(info_cg.num_steps), int(info_cg.num_linear_steps),
                             int(info_cg.num_evaluations))
     return out
@@ -193,8 +194,8 @@ def time_vmapped(c, x, data, repeats):
     gamma = c["gamma"]
     bcast = lambda a: jnp.broadcast_to(a, (LANES,) + jnp.shape(a))  # noqa: E731
     out = {}
-    out["vmap8_ssn_s"] = tpi(jax.vmap(lambda lam_h, x_, g_, mu_: ssn(lam_h, x_, g_, gamma, mu_)),
-                             bcast(c["lam_h"]), bcast(x), bcast(c["g"]), bcast(c["mu"]),
+    out["vmap8_ssn_s"] = tpi(jax.vmap(lambda warm, x_, g_, mu_: ssn(warm, x_, g_, gamma, mu_)),
+                             bcast(c["warm"]), bcast(x), bcast(c["g"]), bcast(c["mu"]),
                              repeats=repeats, n=10)
     out["vmap8_gradient_s"] = tpi(
         jax.vmap(lambda x_, d_, i_: batch_grad(x_, d_[i_]), in_axes=(0, None, None)),

@@ -2,7 +2,8 @@
 
 The 64 subproblems of ``data/subproblems_mnist.npz`` (R-ProxSGD and R-ProxSPB on MNIST,
 r = 10 and 15, mu in {0.05, 0.2, 0.4, 0.8}, t = 0.1) are solved by ``rproxjax.tangent_prox``
-warm-started as in the runs:
+warm-started as the runs were when captured (the optimizers now start from the previous
+solution's subgradient of h, which the file does not hold):
 
 * "before": the reference rule (``method="reference"``) from the previous multiplier
   ``lam_prev``, with the linear solver the library then chose (dense below r = 15, CG from

@@ -72,7 +72,8 @@ class StepInfo(NamedTuple):
 
     Attributes:
       ssn: a :class:`rproxjax.SubproblemInfo` per block (a pytree matching the
-        params): the last subproblem's; its multipliers warm-start the next.
+        params): the last subproblem's; its subgradient of h (its multiplier, for the
+        reference rule) warm-starts the next.
       zeta_norm: ||zeta_t||_F of the last step, over all blocks (the
         subgradient direction's norm for the subgradient step).
       halted: True once a non-finite gradient or subproblem was met; from then

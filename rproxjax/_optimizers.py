@@ -154,8 +154,8 @@ def r_prox_sgd(
         \zeta_t = \operatorname*{argmin}_{\zeta \in T_{X_t}}
         \langle V_t, \zeta\rangle + \frac{1}{2\gamma}\|\zeta\|^2 + h(X_t + \zeta)
 
-    with :func:`rproxjax.tangent_prox` (warm-started from the last multiplier)
-    and moves to X_{t+1} = Retr_{X_t}(eta_t zeta_t).
+    with :func:`rproxjax.tangent_prox` (warm-started from the last solution's
+    subgradient of h) and moves to X_{t+1} = Retr_{X_t}(eta_t zeta_t).
 
     Args:
       learning_rate: eta_t, a scalar or a schedule (e.g.

@@ -78,13 +78,15 @@ class SubproblemInfo(NamedTuple):
         It changes slowly from one optimizer step to the next while the
         gradient part jumps with every minibatch: pass it back as ``lam_h=`` to
         warm-start the next step's call (at a new X and G).
-      subgradient: (W - Y) / t at the returned multiplier (d x r), an element of
-        the subdifferential of h at Y = X + zeta (prox optimality). At a solution
-        Lambda = sym(X^T (G + subgradient)) / 2 + E / (4t): pass it back as
-        ``subgradient=`` to warm-start the next step's call at a new X and G,
-        which carries the regularizer's part over to the new X (``lam_h`` is tied
-        to the old one). Zeros where zeta is (non-finite or invalid inputs, a
-        collapsed iterate) and for h = 0.
+      subgradient: (W - Y) / t at the returned multiplier (d x r), with W its
+        prox argument and Y = prox_{t h}(W): an element of the subdifferential of
+        h at Y (prox optimality; Y = X + zeta unless zeta was zeroed). At every
+        returned multiplier Lambda = sym(X^T (G + subgradient)) / 2 + E / (4t),
+        E = 0 at a solution. Pass it back as ``subgradient=`` to warm-start the
+        next step's call at a new X and G: it carries the regularizer's part over
+        to the new X (``lam_h`` is tied to the old one). Zeros for non-finite or
+        invalid inputs and for h = 0; kept for a collapsed iterate (where zeta
+        is zeroed), so that the next call starts where this one ended.
     """
 
     lam: Array
@@ -159,7 +161,7 @@ def _initial_multiplier(x, g, lam, lam_h, sub):
     if lam is not None:
         return lam
     if sub is not None:  # the regularizer's part of the multiplier at this X
-        lam_h = _smooth_part(x, sub)
+        return _smooth_part(x, g + sub)
     return _smooth_part(x, g) + lam_h
 
 
@@ -194,8 +196,8 @@ def _solve(x, g, t, reg, lam, tol, rtol, max_steps: int, use_cg: bool, method: s
     valid = (t > 0) & jnp.all(jnp.stack([jnp.all(a >= 0) for a in jax.tree.leaves(reg)]))
     status = jnp.where(inputs_finite & ~valid, Status.INVALID, status).astype(jnp.int32)
     converged = converged & valid
-    ok = inputs_finite & ~collapsed & valid
-    zeta = jnp.where(ok, y - x, jnp.zeros_like(x))
+    ok = inputs_finite & valid
+    zeta = jnp.where(ok & ~collapsed, y - x, jnp.zeros_like(x))
     # (W - Y) / t at the returned multiplier; W is affine in it (one d x r x r product).
     sub = jnp.where(ok, (x - t * g + (2.0 * t) * mm(x, lam) - y) / jnp.where(ok, t, 1.0),
                     jnp.zeros_like(x))
@@ -294,7 +296,8 @@ def tangent_prox(
     coordinates for small r, matrix-free conjugate gradients for large r. The
     iteration is a bounded ``lax.while_loop``; the function is compiled once
     per shape, dtype and static setting and does not retrace when ``t``, the
-    regularizer's strength, ``lam``, ``lam_h`` or the tolerances change value.
+    regularizer's strength, ``lam``, ``lam_h``, ``subgradient`` or the
+    tolerances change value.
     It can be ``jax.vmap``-ed over ``x``, ``g``, ``t``, ``lam`` and the
     regularizer (for instance over many values of mu). On CPU the lanes of a
     vmapped solve run one after another, each for its own number of Newton
@@ -333,12 +336,12 @@ def tangent_prox(
       reg: a regularizer such as :func:`rproxjax.l1` or :func:`rproxjax.l21`,
         or ``None`` for h = 0 (closed form zeta = -t P_X(G), no iteration).
       lam: r x r symmetric initial multiplier (a warm start on the same or a
-        nearby (X, G)); its symmetric part is used. Zeros if neither ``lam``
-        nor ``lam_h`` is given.
+        nearby (X, G)); its symmetric part is used. Zeros if no warm start is
+        given. Give at most one of ``lam``, ``lam_h`` and ``subgradient``.
       lam_h: warm start from the regularizer's part of a previous multiplier
         (``info.lam_h`` of the previous optimizer step): Lambda_0 = lam_h +
-        sym(X^T G) / 2. This tracks a stochastic gradient's jumps exactly;
-        Give at most one of ``lam``, ``lam_h`` and ``subgradient``.
+        sym(X^T G) / 2. This tracks a stochastic gradient's jumps exactly,
+        but lam_h belongs to the previous X.
       subgradient: warm start from a subgradient V of h (``info.subgradient``
         of the previous optimizer step, shape (d, r)): Lambda_0 =
         sym(X^T (G + V)) / 2, the optimality condition's multiplier with the
@@ -359,7 +362,8 @@ def tangent_prox(
       zeta = Y(Lambda) - X is returned even when ``info.converged`` is False,
       at the iterate with the smallest residual; it is always finite when
       the inputs are. Non-finite inputs (NaN/inf in
-      x, g, t, mu, lam or lam_h) give ``status == Status.NONFINITE`` and zeta = 0;
+      x, g, t, mu, lam, lam_h or subgradient) give ``status == Status.NONFINITE``
+      and zeta = 0;
       an unconverged iterate with a zero column of Y gives
       ``status == Status.COLLAPSED`` and zeta = 0 (the secant rule solves such
       problems, where t mu exceeds every entry of X - tG, in a few steps; the
@@ -368,7 +372,7 @@ def tangent_prox(
     Raises:
       ValueError: for inconsistent shapes, r > d, non-float dtypes, a concrete
         t <= 0 or mu < 0, mu of the wrong length, an unknown solver or method,
-        or both ``lam`` and ``lam_h``.
+        or more than one of ``lam``, ``lam_h`` and ``subgradient``.
 
     Example:
         >>> import jax, jax.numpy as jnp, rproxjax

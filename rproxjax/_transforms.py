@@ -191,7 +191,8 @@ def proximal_step(gamma, reg=None, *, blocks=None, retraction: str = "polar",
         \langle V_t, \zeta\rangle + \frac{1}{2\gamma}\|\zeta\|^2 + h(X_t + \zeta)
 
     (:func:`rproxjax.tangent_prox` on Stiefel blocks, warm-started from the
-    last multiplier; closed forms on Grassmann and Euclidean blocks).
+    last solution's subgradient of h, or its multiplier for the reference rule;
+    closed forms on Grassmann and Euclidean blocks).
 
     Args:
       gamma: the proximal step (scalar or schedule of the step count).

@@ -356,6 +356,8 @@ def test_subgradient_warm_start_saves_newton_steps_along_a_run():
                 assert bool(i.converged)
                 steps[name].append(int(i.num_steps))
         updates, state = step(x, state, batch)
+        if k >= 60:  # the optimizer's own solve is the subgradient-started one
+            assert int(rproxjax.step_info(state).ssn.num_steps) == steps["subgradient"][-1]
         x = optax.apply_updates(x, updates)
     new, old = (np.mean(steps[n]) for n in ("subgradient", "lam_h"))
     assert new < 0.5 * old, (new, old)

@@ -431,7 +431,7 @@ def test_subgradient_warm_start_is_the_multiplier_at_the_new_point(method):
     np.testing.assert_allclose(z_s, cold, atol=1e-9)
 
 
-def test_subgradient_is_zero_where_zeta_is():
+def test_subgradient_is_zero_for_bad_inputs_and_kept_when_collapsed():
     x, g = _instance(23, 12, 3)
     reg = rproxjax.l1(0.2)
     _, info = rproxjax.tangent_prox(x, g.at[0, 0].set(jnp.nan), 0.5, reg)
@@ -443,9 +443,21 @@ def test_subgradient_is_zero_where_zeta_is():
     _, info = jax.jit(lambda t: rproxjax.tangent_prox(x, g, t, reg))(-1.0)
     assert int(info.status) == rproxjax.Status.INVALID
     np.testing.assert_array_equal(info.subgradient, 0.0)
+    _, info = jax.jit(lambda mu: rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(mu)))(
+        jnp.array([0.1, -0.2, 0.1]))
+    assert int(info.status) == rproxjax.Status.INVALID
+    np.testing.assert_array_equal(info.subgradient, 0.0)
     _, info = rproxjax.tangent_prox(x, g, 0.5, None)  # h = 0
     assert info.subgradient.shape == x.shape
     np.testing.assert_array_equal(info.subgradient, 0.0)
+    # A collapsed iterate (t mu above every entry of W: Y = 0) refuses zeta but keeps its
+    # subgradient W / t, a valid warm start for the next call.
+    zeta, info = rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(100.0), max_steps=0)
+    assert int(info.status) == rproxjax.Status.COLLAPSED
+    np.testing.assert_array_equal(zeta, 0.0)
+    w = x - 0.5 * g  # W at Lambda_0 = 0 (no warm start)
+    np.testing.assert_allclose(info.subgradient, w / 0.5, atol=1e-13)
+    assert float(jnp.max(jnp.abs(info.subgradient))) <= 100.0
 
 
 def test_relative_tolerance_stops_early_with_a_bounded_error():
