@@ -145,13 +145,13 @@ def _newton_loop(step, x, xt, t, reg, lam, w, tol, rtol, max_steps):
         # A step can raise the residual (the reference rule accepts its last trial; the
         # dual's minimizer along a line need not lower ||E||): keep the best iterate.
         better = norm_e < best[2]
-        best = jax.tree.map(lambda a, b: jnp.where(better, a, b), (lam, y, norm_e), best)
+        best = jax.tree.map(lambda a, b: jnp.where(better, a, b), (lam, y, norm_e, w), best)
         return (k + 1, lam, w, y, jac, e, norm_e, status, n_lin + its, n_eval + evals, best,
                 aux)
 
     status0 = jnp.where(jnp.isfinite(norm_e), Status.SUCCESSFUL, Status.NONFINITE)
     init = (jnp.int32(0), lam, w, y, jac, e, norm_e, status0.astype(jnp.int32),
-            jnp.int32(0), jnp.int32(1), (lam, y, norm_e), jnp.bool_(False))
+            jnp.int32(0), jnp.int32(1), (lam, y, norm_e, w), jnp.bool_(False))
     k, _, _, _, _, _, _, status, n_lin, n_eval, best, _ = lax.while_loop(cond, body, init)
     return k, status, n_lin, n_eval, best, done
 
@@ -180,7 +180,7 @@ def _solve(x, g, t, reg, lam, tol, rtol, max_steps: int, use_cg: bool, method: s
     # to 0), so they are detected explicitly; such a call returns zeta = 0.
     inputs_finite = _all_finite(x, g, t, lam, reg)
     w0 = x - t * g + (2.0 * t) * mm(x, lam)
-    k, status, n_lin, n_eval, (lam, y, norm_e), done = _newton_loop(
+    k, status, n_lin, n_eval, (lam, y, norm_e, w), done = _newton_loop(
         step, x, xt, t, reg, lam, w0, tol, rtol, max_steps)
     converged = done(y, norm_e) & inputs_finite
     status = jnp.where(
@@ -198,9 +198,8 @@ def _solve(x, g, t, reg, lam, tol, rtol, max_steps: int, use_cg: bool, method: s
     converged = converged & valid
     ok = inputs_finite & valid
     zeta = jnp.where(ok & ~collapsed, y - x, jnp.zeros_like(x))
-    # (W - Y) / t at the returned multiplier; W is affine in it (one d x r x r product).
-    sub = jnp.where(ok, (x - t * g + (2.0 * t) * mm(x, lam) - y) / jnp.where(ok, t, 1.0),
-                    jnp.zeros_like(x))
+    # (W - Y) / t at the returned multiplier (the loop keeps its W).
+    sub = jnp.where(ok, (w - y) / jnp.where(ok, t, 1.0), jnp.zeros_like(x))
     info = SubproblemInfo(lam, k, norm_e, converged, status, n_lin, n_eval, lam - smooth, sub)
     return zeta, info
 
