@@ -159,9 +159,11 @@ class _Manifold(Block):
 #: ``"subgradient"`` (default): Lambda_0 = sym(X^T (G + V)) / 2 with V the previous
 #: solution's subgradient of h, at the new X; ``"lam_h"``: the previous multiplier's
 #: regularizer part, Lambda_0 = lam_h + sym(X^T G) / 2 (tied to the old X). On MNIST
-#: (d = 784, r = 10, b = 100, float64) R-ProxSGD took 0.33 / 0.25 Newton steps a call at
-#: mu = 0.4 / 0.8 with the first against 0.71 / 0.68 with the second over 400 steps (0.06 /
-#: 0.06 against 0.39 / 0.35 over the last 200), and the same at mu = 0.05 / 0.2 (1.00 / 2.45).
+#: (d = 784, r = 10, b = 100) R-ProxSGD's calls at mu = 0.4 / 0.8 take 0.02 / 0.00 Newton
+#: steps (float64) with the first against 0.50 / 0.22 with the second
+#: (benchmarks/results/step_cost.md, this version and the one before it in git), 0.26 / 0.19
+#: against 0.56 / 0.43 over whole 5-seed runs (inexact_wide.md, likewise); the same at
+#: mu = 0.05 / 0.2 (1.00 / 2.5).
 WARM_START = "subgradient"
 
 

@@ -156,20 +156,21 @@ def _newton_loop(step, x, xt, t, reg, lam, w, tol, rtol, max_steps):
     return k, status, n_lin, n_eval, best, done
 
 
-def _initial_multiplier(x, g, lam, lam_h, sub):
-    """Lambda_0 from whichever warm start was given (``_warm_start``)."""
+def _initial_multiplier(x, smooth, lam, lam_h, sub):
+    """Lambda_0 from whichever warm start was given (``_warm_start``); ``smooth`` is
+    sym(X^T G) / 2."""
     if lam is not None:
         return lam
     if sub is not None:  # the regularizer's part of the multiplier at this X
-        return _smooth_part(x, g + sub)
-    return _smooth_part(x, g) + lam_h
+        return smooth + _smooth_part(x, sub)
+    return smooth + lam_h
 
 
-def _solve(x, g, t, reg, lam, tol, rtol, max_steps: int, use_cg: bool, method: str):
+def _solve(x, g, t, reg, lam, smooth, tol, rtol, max_steps: int, use_cg: bool,
+           method: str):
     # X^T materialized once: XLA's transposed-operand products X^T Y were
     # measured 1.5-2x slower on two CPU threads.
     xt = lax.optimization_barrier(x.T)
-    smooth = _smooth_part(x, g)
     if method in ("secant", "adaptive"):
         step = functools.partial(_ssn_steps.secant_step, passes=SECANT_PASSES,
                                  adaptive=method == "adaptive", loose=rtol > 0)
@@ -214,16 +215,19 @@ def sequential_lanes() -> bool:
 
 @functools.partial(jax.jit, static_argnames=("max_steps", "use_cg", "method"))
 def _solve_jit(x, g, t, reg, lam, lam_h, sub, tol, rtol, max_steps, use_cg, method):
-    def solve(x, g, t, reg, lam, tol, rtol):
-        return _solve(x, g, t, reg, lam, tol, rtol, max_steps, use_cg, method)
+    def solve(x, g, t, reg, lam, smooth, tol, rtol):
+        return _solve(x, g, t, reg, lam, smooth, tol, rtol, max_steps, use_cg, method)
 
     if sequential_lanes():
         # Under vmap, a batched while_loop runs every lane until the slowest ends, and on
         # CPU a lane's small kernels gain nothing from batching: map the lanes instead.
         solve = _mapped_lanes(solve)
     # The warm start is resolved here, outside the mapped-lanes rule: its arguments are then
-    # all arrays (no None), as custom_vmap needs under jax.jacfwd.
-    return solve(x, g, t, reg, _initial_multiplier(x, g, lam, lam_h, sub), tol, rtol)
+    # all arrays (no None), as custom_vmap needs under jax.jacfwd. sym(X^T G) / 2 is formed
+    # once, for Lambda_0 and for info.lam_h.
+    smooth = _smooth_part(x, g)
+    lam0 = _initial_multiplier(x, smooth, lam, lam_h, sub)
+    return solve(x, g, t, reg, lam0, smooth, tol, rtol)
 
 
 def _mapped_lanes(fn):

@@ -24,30 +24,31 @@ FIRST_WARM_START = "lam_h"
 
 
 @contextlib.contextmanager
+def _pinned(module, names, values):
+    """Sets ``module``'s constants ``names`` to ``values`` (read when a program is traced),
+    clearing JAX's caches on entry and exit so that no program traced with other values
+    is reused."""
+    old = [getattr(module, name) for name in names]
+    for name, value in zip(names, values, strict=True):
+        setattr(module, name, value)
+    jax.clear_caches()
+    try:
+        yield
+    finally:
+        for name, value in zip(names, old, strict=True):
+            setattr(module, name, value)
+        jax.clear_caches()
+
+
 def loose_rule(rule):
     """Sets the rule of loose solves to ``rule`` (values of RULE_CONSTANTS, read when a
     solve is traced; caches cleared on entry and exit); ``None`` keeps the present one."""
-    old = [getattr(_ssn_steps, name) for name in RULE_CONSTANTS]
-    for name, value in zip(RULE_CONSTANTS, rule or old, strict=True):
-        setattr(_ssn_steps, name, value)
-    jax.clear_caches()
-    try:
-        yield
-    finally:
-        for name, value in zip(RULE_CONSTANTS, old, strict=True):
-            setattr(_ssn_steps, name, value)
-        jax.clear_caches()
+    if rule is None:
+        rule = [getattr(_ssn_steps, name) for name in RULE_CONSTANTS]
+    return _pinned(_ssn_steps, RULE_CONSTANTS, rule)
 
 
-@contextlib.contextmanager
 def warm_start(name):
     """Sets the optimizers' warm start (``rproxjax._blocks.WARM_START``, read when an update
     is traced; caches cleared on entry and exit)."""
-    old = _blocks.WARM_START
-    _blocks.WARM_START = name
-    jax.clear_caches()
-    try:
-        yield
-    finally:
-        _blocks.WARM_START = old
-        jax.clear_caches()
+    return _pinned(_blocks, ("WARM_START",), (name,))
