@@ -67,7 +67,9 @@ LOOSE_SECANT_SHIFT = False
 # step on MNIST from 1.46-2.74x to 1.34-2.50x an R-Subgrad step (float64, an A/B run of
 # benchmarks/step_cost.py at mu 0.05 / 0.2 / 0.8; step_cost.md: 1.34-2.63x). Tight solves
 # (rtol = 0) keep the line search: with full steps first, R-ProxSGD's solves to 1e-10 at
-# mu = 0.8 took 2.2 instead of 1.0 steps. 0 turns it off.
+# mu = 0.8 took 2.2 instead of 1.0 steps. A full step that meets the stopping test is taken
+# as well, whatever it cuts: the solve ends there, and a line search would only move the end
+# point within the tolerance. 0 turns both off (a line search at every step).
 UNIT_ACCEPT = 0.1
 # Adaptive rule: plain steps regularized like the reference (0.2 min(||E||, 0.1)) until a
 # step cuts ||E|| by less than ESCALATE (measured on the captured MNIST subproblems:
@@ -156,7 +158,7 @@ def exact_line_search(reg, t, w, y, e, d, p, passes=LINE_SEARCH_PASSES):
 
 
 def secant_step(x, xt, t, reg, tol, use_cg, escalated, lam, w, y, jac, e, norm_e, *,
-                passes, adaptive, loose=False):
+                passes, adaptive, rtol=0.0):
     """One step of the secant rule; returns the new ``escalated`` flag first.
 
     With ``adaptive`` (the "adaptive" rule), until the call is ``escalated`` the step is a
@@ -165,10 +167,12 @@ def secant_step(x, xt, t, reg, tol, use_cg, escalated, lam, w, y, jac, e, norm_e
     tolerance is loose. A step that does not cut ||E|| by the factor ESCALATE escalates
     the call: its later steps add the secant shift (a ``lax.cond``: a real branch except
     in a batched, accelerator ``vmap`` of tight solves, where it runs both; loose solves
-    never reach it). ``loose`` (traced: the call has a relative stopping test) raises the
-    secant steps' regularization to LOOSE_RHO_SCALE and, unless LOOSE_SECANT_SHIFT, drops
-    their shift: the step is then a regularized dual Newton step, taken in full when that
-    cuts ||E|| by UNIT_ACCEPT and with the exact line search otherwise."""
+    never reach it). A loose solve (``rtol`` > 0, traced: the call's relative stopping
+    test ||E|| <= tol + rtol ||Y - X||) raises the secant steps' regularization to
+    LOOSE_RHO_SCALE and, unless LOOSE_SECANT_SHIFT, drops their shift: the step is then a
+    regularized dual Newton step, taken in full when that meets the stopping test or cuts
+    ||E|| by UNIT_ACCEPT, and with the exact line search otherwise."""
+    loose = rtol > 0
     eps = jnp.finfo(x.dtype).eps
     secant_scale = jnp.where(loose, LOOSE_RHO_SCALE, RHO_SCALE)
     zeros = lambda: jnp.zeros_like(e)  # noqa: E731
@@ -189,7 +193,12 @@ def secant_step(x, xt, t, reg, tol, use_cg, escalated, lam, w, y, jac, e, norm_e
     d, its = direction(x, xt, t, reg, jac, e, shift, rho, tol, norm_e, use_cg)
     p = (2.0 * t) * mm(x, d)
     at_one = residual(x, xt, t, reg, w + p)
-    full = jnp.asarray(loose) & (at_one[3] <= UNIT_ACCEPT * norm_e)
+    if UNIT_ACCEPT > 0:
+        # A full step that ends the solve needs no line search (its last one, when loose).
+        stops = at_one[3] <= tol + rtol * jnp.sqrt(jnp.sum((at_one[0] - x) ** 2))
+        full = jnp.asarray(loose) & ((at_one[3] <= UNIT_ACCEPT * norm_e) | stops)
+    else:
+        full = jnp.bool_(False)
 
     def line_searched():
         # The dual's minimizer along D need not lower ||E|| where phi is flat; the full

@@ -48,7 +48,8 @@ def capture():
 def _capture():
     data = _data()
     x = rproxjax.stiefel.random_point(jax.random.key(0), D, R)
-    opt = rproxjax.r_prox_spb(1.0, GAMMA, rproxjax.l1(MU), q=Q)
+    # ssn_rtol pinned too: the optimizers' default when the instances were chosen.
+    opt = rproxjax.r_prox_spb(1.0, GAMMA, rproxjax.l1(MU), q=Q, ssn_rtol=1e-2)
     res = rproxjax.pure_fit(opt, spca_loss, x, data, key=jax.random.key(1), batch_size=B,
                             num_epochs=1, steps_per_epoch=Q)
     x, state = res.params, res.opt_state
