@@ -7,6 +7,8 @@ Run from the repository root (about 4-6 minutes on a busy 2-core CPU)::
     python benchmarks/inexact.py --quick --no-save
     python benchmarks/inexact.py --mus 0.05 0.2 0.4 0.8 --rtols 0 0.01 0.03 0.1 --seeds 5 \
         --name inexact_wide      # results/inexact_wide.{md,json}
+    python benchmarks/inexact.py --mus 0.05 0.2 0.4 0.8 --rtols 0 0.01 0.1 0.2 0.3 0.5 \
+        --seeds 5 --name inexact_loose   # results/inexact_loose.{md,json}
 
 Question: does stopping each semi-smooth Newton solve at
 ||E||_F <= tol + rtol ||zeta||_F (``ssn_rtol`` of the optimizers, tol the

@@ -168,7 +168,8 @@ def r_prox_sgd(
       ssn_tol, ssn_rtol, ssn_max_steps, linear_solver, ssn_method: the fields of
         :class:`rproxjax.SSN` (``tol``, ``rtol``, ... of :func:`rproxjax.tangent_prox`).
         Each solve stops at ||E||_F <= ssn_tol + ssn_rtol ||zeta||_F (default
-        :data:`SSN_RTOL`, far below the minibatch noise; 0.0 for ssn_tol alone) with the
+        :data:`SSN_RTOL` = 0.1, whose solve error in zeta is a few percent of the
+        minibatch noise in zeta; 0.0 for ssn_tol alone) with the
         ``"adaptive"`` rule (at that tolerance as few steps as ``"secant"``, and, since
         loose solves skip the secant shift in both rules, about the same cost per call:
         ``benchmarks/results/subproblem_real.md``).

@@ -303,28 +303,38 @@ def test_mixed_geometry_blocks_in_chain_jit_and_vmap():
 
 @pytest.mark.parametrize("method", ["R-ProxSGD", "R-ProxSPB"])
 def test_default_inexact_subproblems_leave_the_loss_unchanged(method):
-    # The stochastic optimizers' default (ssn_rtol = 1e-2, the adaptive rule) against solves to
-    # 1e-10 by the secant rule, same samples: the losses agree far below the seed-to-seed
-    # spread (benchmarks/results/inexact.md: ~0.3-0.5 at paper size) in fewer Newton steps.
+    # The stochastic optimizers' default (ssn_rtol = SSN_RTOL, the adaptive rule) against
+    # solves to 1e-10 by the secant rule on the same samples: F moves by less than the
+    # seed-to-seed spread of the exact runs at every curve point (the criterion of
+    # benchmarks/results/inexact_loose.md, at paper size), in far fewer Newton steps; at
+    # rtol 1e-2, far less (a relative 2e-3). Measured here (keys 1-5): the default moves the
+    # final F by at most 0.19 (R-ProxSPB, key 1, a run that lands apart: 46.69 against
+    # 46.88), against spreads of 0.46 (R-ProxSPB) and 1.3 (R-ProxSGD).
     from rproxjax import datasets, problems
 
     data = jnp.asarray(datasets.load_mnist(2000, seed=1, dtype=np.float64))
     x0 = stiefel.random_point(jax.random.key(0), 784, 5, jnp.float64)
     reg = rproxjax.l1(0.2)
 
-    def run(**ssn):
+    def run(key=1, **ssn):
         if method == "R-ProxSGD":
             opt = rproxjax.r_prox_sgd(rproxjax.inverse_sqrt_schedule(1.0), 0.1, reg, **ssn)
         else:
             opt = rproxjax.r_prox_spb(0.5, 0.1, reg, q=20, **ssn)
-        return rproxjax.fit(opt, problems.spca_loss, x0, data, key=jax.random.key(1),
+        return rproxjax.fit(opt, problems.spca_loss, x0, data, key=jax.random.key(key),
                             batch_size=20, num_epochs=2, steps_per_epoch=60)
 
+    exact_settings = {"ssn_rtol": 0.0, "ssn_method": "secant"}
+    exact = run(**exact_settings)
+    others = np.stack([run(key, **exact_settings).epoch_loss for key in (2, 3)])
+    losses = np.concatenate([others, np.asarray(exact.epoch_loss)[None]])
+    spread = losses.max(axis=0) - losses.min(axis=0)
     default = run()
-    exact = run(ssn_rtol=0.0, ssn_method="secant")
-    np.testing.assert_allclose(default.epoch_loss, exact.epoch_loss, rtol=2e-3)
+    assert np.all(np.abs(default.epoch_loss - exact.epoch_loss) <= spread), (
+        default.epoch_loss, exact.epoch_loss, spread)
+    np.testing.assert_allclose(run(ssn_rtol=1e-2).epoch_loss, exact.epoch_loss, rtol=2e-3)
     steps, exact_steps = (float(jnp.mean(r.history.ssn_steps)) for r in (default, exact))
-    assert steps < 0.7 * exact_steps, (steps, exact_steps)
+    assert steps < 0.3 * exact_steps, (steps, exact_steps)
     assert float(default.history.feasibility[-1]) < 1e-12
 
 
@@ -338,7 +348,8 @@ def test_subgradient_warm_start_saves_newton_steps_along_a_run():
     data = jnp.asarray(datasets.load_mnist(2000, seed=1, dtype=np.float64))
     x = stiefel.random_point(jax.random.key(0), 784, 10, jnp.float64)
     reg = rproxjax.l1(0.8)
-    opt = rproxjax.r_prox_sgd(rproxjax.inverse_sqrt_schedule(1.0), 0.1, reg)
+    # rtol 1e-2 (tighter than the default) leaves Newton steps to compare at mu = 0.8.
+    opt = rproxjax.r_prox_sgd(rproxjax.inverse_sqrt_schedule(1.0), 0.1, reg, ssn_rtol=1e-2)
     loss = lambda p, b: jnp.mean(jax.vmap(problems.spca_loss, (None, 0))(p, b))  # noqa: E731
     step = jax.jit(lambda x, s, b: opt.update(jax.grad(loss)(x, b), s, x))
     solve = jax.jit(lambda x, g, warm: rproxjax.tangent_prox(x, g, 0.1, reg, rtol=1e-2,
