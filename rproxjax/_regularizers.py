@@ -64,6 +64,22 @@ def _gram_blockdiag(k, basis):
     return scale[:, None] * scale[None, :] * g
 
 
+def _pair_products(a, b, basis):
+    """a[:, rows] * b[:, cols] (d x m) for the basis pairs (j, l) = (rows[p], cols[p]).
+
+    The pairs of :func:`rproxjax._newton.sym_basis` (np.triu_indices order) are formed from
+    r static column slices: XLA's CPU gather with these constant indices is slower
+    (``benchmarks/profile_step.py`` times the K tensor of a Newton step both ways). Other
+    orders gather.
+    """
+    rows, cols, _ = basis
+    r = a.shape[-1]
+    if isinstance(rows, np.ndarray) and np.array_equal(np.stack([rows, cols]),
+                                                       np.triu_indices(r)):
+        return jnp.concatenate([a[:, j:j + 1] * b[:, j:] for j in range(r)], axis=1)
+    return a[:, rows] * b[:, cols]
+
+
 class L1(NamedTuple):
     r"""Entrywise l1 norm, h(X) = sum_{i,j} mu_j |X_ij|.
 
@@ -106,7 +122,7 @@ class L1(NamedTuple):
         # r (r + 1) / 2 distinct products (K_i is symmetric).
         rows, cols, _ = basis
         r = x.shape[-1]
-        packed = mm(jac.T, x[:, rows] * x[:, cols])  # (r, m)
+        packed = mm(jac.T, _pair_products(x, x, basis))  # (r, m)
         index = np.zeros((r, r), dtype=np.int32)
         index[rows, cols] = np.arange(rows.size)
         index[cols, rows] = np.arange(rows.size)
@@ -175,8 +191,8 @@ class L21(NamedTuple):
         first = _gram_blockdiag(jnp.broadcast_to(g, (r, r, r)), basis)
         # Second term: sum_k beta_k c_kp c_kq with c_kp = x_k B_p v_k^T
         # = s_p (x_kj v_kl + x_kl v_kj).
-        rows, cols, scale = basis
-        c = scale * (x[:, rows] * v[:, cols] + x[:, cols] * v[:, rows])
+        scale = basis[2]
+        c = scale * (_pair_products(x, v, basis) + _pair_products(v, x, basis))
         return first + mm(c.T, beta[:, None] * c)
 
     def secant_shift(self, w, x, e, t, passes):
