@@ -38,8 +38,10 @@ What it does (everything in float64):
   recomputed here from ``state.v`` and ``state.prev_params``), lam_prev = ``state.ssn.lam`` (the
   warm start the optimizer uses) and lam_h_prev = lam_prev - sym(X_prev^T G_prev) / 2 with
   X_prev, G_prev the point and gradient estimate of the previous step's subproblem
-  (sym(A) = (A + A^T) / 2). The recomputation is verified: the update the optimizer then returns
-  must equal Retr^polar_X(eta_t zeta) - X with
+  (sym(A) = (A + A^T) / 2), and lam_s = sym(X_t^T S_prev) / 2 with S_prev the previous
+  solution's subgradient of h (``state.ssn.subgradient``): the optimizers' own warm start (the
+  default rules start from sym(X_t^T G_t) / 2 + lam_s). The recomputation is verified: the
+  update the optimizer then returns must equal Retr^polar_X(eta_t zeta) - X with
   zeta = ``rproxjax.tangent_prox(X, G, 0.1, l1(mu), lam=lam_prev, tol=1e-10)`` to ``--check-tol``
   (and, for R-ProxSPB, the optimizer's new ``state.v`` must equal G); the script stops otherwise.
 * Output (``np.savez_compressed``): per rank r in {10, 15} the arrays
@@ -52,6 +54,9 @@ What it does (everything in float64):
   ``g_r<r>``     (m, 784, r) float32   G = V_t, rounded from float64
   ``lam_r<r>``   (m, r, r) float64     lam_prev
   ``lamh_r<r>``  (m, r, r) float64     lam_h_prev
+  ``lams_r<r>``  (m, r, r) float64     lam_s = sym(X_t^T S_prev) / 2 with S_prev = the previous
+                                       solution's subgradient of h (``state.ssn.subgradient``):
+                                       the regularizer part of the optimizers' warm start at X_t
   ``mu_r<r>``    (m,) float64          l1 weight mu
   ``t_r<r>``     (m,) float64          proximal step t = gamma = 0.1
   ``method_r<r>`` (m,) int8            index into ``methods``
@@ -155,8 +160,12 @@ def chosen_eta(results_dir: Path, r: int, method: str, mu: float):
     found = {}
     for key, entry in best.items():
         name, _, mu_text = key.partition("/mu=")
+        try:
+            mu_key = float(mu_text)
+        except ValueError:  # another experiment's entry (e.g. "mu=0.25mu_deg")
+            continue
         if name == method and entry.get("chosen") is not None:
-            found[float(mu_text)] = float(entry["chosen"])
+            found[mu_key] = float(entry["chosen"])
     if not found:
         return FALLBACK_ETA[method], (
             f"fallback {FALLBACK_ETA[method]} (no {method} in {path.name} summary.best_eta)")
@@ -269,11 +278,13 @@ def run_config(r, mu, method, eta0, data, chunks, fns, args):
             zb = jnp.asarray(data[np.sort(rng.choice(n, args.batch_size, replace=False))])
             v = estimate(x, state, zb, method)
             if k in steps:  # the subproblem, before the optimizer solves it
-                lam = rproxjax.step_info(state).ssn.lam
+                ssn = rproxjax.step_info(state).ssn
+                lam = ssn.lam
                 x_prev, g_prev = prev
                 inst = {
                     "x": np.asarray(x), "g": np.asarray(v), "lam": np.asarray(lam),
                     "lamh": np.asarray(lam - sym(x_prev.T @ g_prev) / 2),
+                    "lams": np.asarray(sym(x.T @ ssn.subgradient) / 2),
                 }
             x_new, state_new, updates = minibatch_step(x, state, zb, mu_a, eta_a, method)
             if method == "R-ProxSPB":  # the optimizer's own V_t
@@ -351,6 +362,7 @@ def main(argv=None):
         out[f"g_r{r}"] = np.stack([i["g"] for i in insts]).astype(np.float32)
         out[f"lam_r{r}"] = np.stack([i["lam"] for i in insts]).astype(np.float64)
         out[f"lamh_r{r}"] = np.stack([i["lamh"] for i in insts]).astype(np.float64)
+        out[f"lams_r{r}"] = np.stack([i["lams"] for i in insts]).astype(np.float64)
         for key, dtype in (("mu", np.float64), ("t", np.float64), ("method", np.int8),
                            ("step", np.int32), ("eta", np.float64), ("eta0", np.float64),
                            ("ssn_steps", np.int32), ("ssn_res", np.float64)):
@@ -385,8 +397,9 @@ def main(argv=None):
         f"captured steps (state.count before the update): {sorted(args.steps)}",
         "X = X_t, G = V_t passed to tangent_prox (R-ProxSPB: R-SARAH estimate recomputed from "
         "state.v and state.prev_params), lam_prev = state.ssn.lam, lam_h_prev = lam_prev - "
-        "sym(X_prev^T G_prev) / 2 (previous step's X and V); X and G rounded to float32, the "
-        "rest float64",
+        "sym(X_prev^T G_prev) / 2 (previous step's X and V), lam_s = sym(X^T S_prev) / 2 "
+        "with S_prev = state.ssn.subgradient (the previous solution's subgradient of h); X and "
+        "G rounded to float32, the rest float64",
         f"verification: tangent_prox(X, G, {args.gamma}, l1(mu), lam=lam_prev, "
         f"tol={args.ssn_tol:g}) then polar Retr(eta_t zeta) - X reproduces the optimizer's "
         f"update to {worst:.1e} (max abs, all instances, float64, before rounding)",

@@ -48,6 +48,10 @@ def load_instances(r: int, dtype=np.float64) -> list[dict]:
     * ``lam_prev``: the multiplier the optimizer warm-started from (r x r, ``dtype``);
     * ``lam_h_prev``: lam_prev - sym(X_prev^T G_prev) / 2 for the previous step's X_prev,
       G_prev (r x r, ``dtype``);
+    * ``lam_s``: sym(X^T S_prev) / 2 with S_prev the previous solution's subgradient of h
+      (r x r, ``dtype``): the optimizers' warm start is Lambda_0 = sym(X^T G) / 2 + lam_s
+      (``tangent_prox(..., lam=sym(X^T G) / 2 + lam_s)`` solves what
+      ``tangent_prox(..., subgradient=S_prev)`` does);
     * ``method``: ``"R-ProxSGD"`` or ``"R-ProxSPB"``; ``step``: the iteration (int);
       ``eta``: the step eta_t the optimizer used at that iteration (float).
 
@@ -68,6 +72,7 @@ def load_instances(r: int, dtype=np.float64) -> list[dict]:
             "mu": float(a[f"mu_r{r}"][i]),
             "lam_prev": a[f"lam_r{r}"][i].astype(dtype),
             "lam_h_prev": a[f"lamh_r{r}"][i].astype(dtype),
+            "lam_s": a[f"lams_r{r}"][i].astype(dtype),
             "method": methods[int(a[f"method_r{r}"][i])],
             "step": int(a[f"step_r{r}"][i]),
             "eta": float(a[f"eta_r{r}"][i]),
