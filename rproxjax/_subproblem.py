@@ -152,11 +152,15 @@ def _newton_loop(step, x, xt, t, reg, lam, w, tol, rtol, max_steps):
     status0 = jnp.where(jnp.isfinite(norm_e), Status.SUCCESSFUL, Status.NONFINITE)
     init = (jnp.int32(0), lam, w, y, jac, e, norm_e, status0.astype(jnp.int32),
             jnp.int32(0), jnp.int32(1), (lam, y, norm_e, w), jnp.bool_(False))
-    # Entered only when a step is due: XLA hoists the steps' loop-invariant work (products
-    # and gathers of X alone) out of the loop, which calls that take no step would pay too
-    # (70 us of a 160 us call at d = 784, r = 10, float64, CPU). A batched predicate (vmapped
-    # lanes in one loop) runs both branches: the loop as before.
-    final = lax.cond(cond(init), lambda s: lax.while_loop(cond, body, s), lambda s: s, init)
+    if sequential_lanes():
+        # Entered only when a step is due: XLA hoists the steps' loop-invariant work (on X
+        # alone) out of the loop, which calls that take no step would pay too (82 instead of
+        # 165 us a call at d = 784, r = 10, float64, CPU). Not where vmapped lanes share one
+        # loop: there the batched predicate makes the cond a select, which also batched the
+        # loop's inner branches (loose solves 3x slower, 8 lanes, CPU).
+        final = lax.cond(cond(init), lambda s: lax.while_loop(cond, body, s), lambda s: s, init)
+    else:
+        final = lax.while_loop(cond, body, init)
     k, _, _, _, _, _, _, status, n_lin, n_eval, best, _ = final
     return k, status, n_lin, n_eval, best, done
 
