@@ -65,9 +65,10 @@ def test_solutions_match_a_tight_reference_solve():
 
 @pytest.mark.parametrize("r", [10, 15])
 def test_adaptive_rule_at_the_stochastic_tolerance(r):
-    # rtol = 1e-2 (the stochastic optimizers' default): the adaptive rule, plain steps until
-    # one makes too little progress, takes as few steps as the secant rule (measured 0.8 and
-    # 1.1 mean) and reaches the same points as a tight solve to the stopping test's accuracy.
+    # rtol = 1e-2 (the stochastic optimizers' former default, tighter than SSN_RTOL): the
+    # adaptive rule, plain steps until one makes too little progress, takes as few steps as
+    # the secant rule (measured 0.8 and 1.1 mean) and reaches the same points as a tight solve
+    # to the stopping test's accuracy.
     instances = load_instances(r, np.float64)
 
     def solver(method, rtol):
