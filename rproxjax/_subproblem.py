@@ -40,8 +40,8 @@ Array = Any
 #: similar time per call; at r = 32 inside R-ProxSGD runs CG's steps cost 0.60-1.02x the
 #: dense ones (linear_solver_runs.md) and a whole step 0.61-0.64x (scale_cpu_d4096.md). On
 #: an H200 a CG Newton step costs about 0.57 / 0.74 ms (float32 / float64) at r = 32 inside
-#: R-ProxSGD (3.5-3.8 steps a call, scale_gpu.md; 6.4 ms in float32 with the former rule of
-#: loose solves); dense systems were not timed there.
+#: R-ProxSGD (3.5-3.8 steps a call at the then default ssn_rtol 1e-2, scale_gpu.md; 6.4 ms
+#: in float32 with the former rule of loose solves); dense systems were not timed there.
 CG_THRESHOLD = 16
 #: Newton rules: ``"secant"`` (default), ``"adaptive"`` (plain steps, secant on
 #: demand) and ``"reference"`` (the ManPG code's rule).
@@ -143,8 +143,10 @@ def _newton_loop(step, x, xt, t, reg, lam, w, tol, rtol, max_steps):
             keep, (lam_n, w_n, y_n, jac_n, e_n, norm_n), (lam, w, y, jac, e, norm_e))
         status = jnp.where(finite, Status.SUCCESSFUL, Status.NONFINITE).astype(jnp.int32)
         # A step can raise the residual (the reference rule accepts its last trial; the
-        # dual's minimizer along a line need not lower ||E||): keep the best iterate.
-        better = norm_e < best[2]
+        # dual's minimizer along a line need not lower ||E||): keep the best iterate, or the
+        # one that meets the stopping test (it ends the loop; a loose full step can meet it
+        # with a larger ||E|| than an earlier iterate's, through a larger ||Y - X||).
+        better = done(y, norm_e) | (norm_e < best[2])
         best = jax.tree.map(lambda a, b: jnp.where(better, a, b), (lam, y, norm_e, w), best)
         return (k + 1, lam, w, y, jac, e, norm_e, status, n_lin + its, n_eval + evals, best,
                 aux)
@@ -327,7 +329,8 @@ def tangent_prox(
       generalized Jacobian is singular) it takes few and uniform steps.
       With a relative stopping test (``rtol > 0``) the shift is skipped, the
       regularization raised, and the full Newton step taken without the line
-      search when it cuts ||E|| by 10x: at such tolerances the shift saved
+      search when it cuts ||E|| by 10x or meets the stopping test: at such
+      tolerances the shift saved
       few steps and cost 70% of a step (``rproxjax._ssn_steps``).
     * ``"adaptive"``: plain dual Newton steps (no secant shift) until a
       step cuts ||E|| by less than 5x, then the secant rule. Cheaper per call
