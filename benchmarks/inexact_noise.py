@@ -1,6 +1,6 @@
 """Benchmark: the error of an inexact subproblem solve against the minibatch noise in zeta.
 
-Run from the repository root (about 2 minutes on a 2-core CPU)::
+Run from the repository root (about 20 seconds on a 2-core CPU)::
 
     python benchmarks/inexact_noise.py [--no-save]
 
@@ -18,7 +18,8 @@ by ``numpy.random.default_rng(0)``. Every CAPTURE_EVERY-th update from FIRST_CAP
 subproblem it is about to solve is kept: X_t, G_b and the subgradient of h that the optimizer
 warm-starts from (its state's ``SubproblemInfo.subgradient``).
 
-Per instance (all solves warm-started as the optimizer does, ``subgradient=``):
+Per instance (all solves warm-started as the optimizer does, ``subgradient=``, by the
+optimizers' Newton rule, ``method="adaptive"``):
 
 * zeta*: the solve to tol = 1e-12 (200 steps at most; the script stops if one fails);
 * minibatch noise: ``||zeta*(G_b') - zeta*(G_b)|| / (sqrt(2) ||zeta*||)`` with G_b' the
@@ -93,7 +94,8 @@ def capture(mu, data):
 
 
 def solve(x, g, mu, sub, **kw):
-    return rproxjax.tangent_prox(x, g, GAMMA, rproxjax.l1(mu), subgradient=sub, **kw)
+    return rproxjax.tangent_prox(x, g, GAMMA, rproxjax.l1(mu), subgradient=sub,
+                                 method="adaptive", **kw)
 
 
 def exact(x, g, mu, sub):

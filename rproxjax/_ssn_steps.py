@@ -10,7 +10,8 @@ Y = prox_{t h}(W) with its generalized Jacobian, and E = X^T Y + Y^T X - 2I.
   phi along the direction (bracketed Newton on the monotone piecewise-linear phi'),
   or the full step s = 1 where that has the smaller residual. Solves with a relative
   stopping test (the stochastic optimizers') skip the shift, regularize more and take the
-  full step without a line search when it cuts ||E|| by UNIT_ACCEPT.
+  full step without a line search when it cuts ||E|| by UNIT_ACCEPT or meets the
+  stopping test.
   The "adaptive" rule takes plain dual Newton steps until one makes too little progress.
 * :func:`reference_step`: the reference ManPG code's rule: regularization
   0.2 min(||E||, 0.1) and backtracking on ||E||^2 (s halved down to 1e-3, the last
@@ -39,7 +40,8 @@ LINE_SEARCH_PASSES = 6
 # absolute tolerance (rtol = 0); LOOSE_RHO_SCALE in solves with a relative stopping test
 # (rtol > 0, the stochastic optimizers'), which stop long before the fast local regime
 # that a small regularization buys. Measured (benchmarks/results/hard_subproblems.md and
-# subproblem_real.md, float64, with the secant shift then kept in loose solves): at rtol
+# subproblem_real.md as of commit 1908b5a, on the MNIST instances captured before
+# lams, float64, with the secant shift then kept in loose solves): at rtol
 # 1e-2 the degenerate r = 32 subproblems take a mean of 3.0 (max 4) adaptive steps with 1.0
 # against 23.3 (max 40) with 1e-4, and the MNIST ones 0.78 / 1.06 (r = 10 / 15) against
 # 0.78 / 1.12. At tol 1e-8 the MNIST ones take 2.19 / 3.38 secant steps with 1e-4; with
@@ -52,7 +54,7 @@ LOOSE_RHO_SCALE = 1.0
 # step, 70% of a secant step at d = 784, r = 10 (350 of 500 us, float64, CPU), and at
 # rtol 1e-2 it saves few steps: the captured MNIST subproblems take 0.81 / 1.09 adaptive
 # steps without it against 0.78 / 1.06 with it (r = 10 / 15; benchmarks/results/
-# subproblem_real.md now, and as of commit d4ed139), the degenerate r = 32 set 3.0 (max 4)
+# subproblem_real.md as of commits d4ed139 and 1908b5a), the degenerate r = 32 set 3.0 (max 4)
 # either way (hard_subproblems.md; 3.5 (max 5) against 3.2 (max 4) on a capture of the
 # same run that differed by rounding).
 # Solves to an absolute tolerance keep it: without it the MNIST r = 15 ones take 9.6
@@ -62,14 +64,14 @@ LOOSE_SECANT_SHIFT = False
 # search when it cuts ||E|| by UNIT_ACCEPT (a ``lax.cond``: a real branch on CPU, where
 # vmapped solves map their lanes). The line search and its second evaluation of E were 40% of
 # a loose step (d = 784, r = 10, float64, CPU). 0.1 leaves the Newton steps on the captured
-# subproblems at rtol 1e-2 as they were (MNIST 0.81 / 1.09 adaptive steps at r = 10 / 15;
-# the degenerate d = 1024 set unchanged) with 20% fewer evaluations of E, and cut R-ProxSGD's
-# step on MNIST from 1.46-2.74x to 1.34-2.50x an R-Subgrad step (float64, an A/B run of
-# benchmarks/step_cost.py at mu 0.05 / 0.2 / 0.8; step_cost.md: 1.34-2.63x). Tight solves
-# (rtol = 0) keep the line search: with full steps first, R-ProxSGD's solves to 1e-10 at
-# mu = 0.8 took 2.2 instead of 1.0 steps. A full step that meets the stopping test is taken
-# as well, whatever it cuts: the solve ends there, and a line search would only move the end
-# point within the tolerance. 0 turns both off (a line search at every step).
+# subproblems (the set before lams) at rtol 1e-2 as they were (MNIST 0.81 / 1.09 adaptive
+# steps at r = 10 / 15; the degenerate d = 1024 set unchanged) with 20% fewer evaluations
+# of E, and cut R-ProxSGD's step on MNIST from 1.46-2.74x to 1.34-2.50x an R-Subgrad step (float64,
+# an A/B run of benchmarks/step_cost.py at mu 0.05 / 0.2 / 0.8; step_cost.md: 1.34-2.63x). Tight
+# solves (rtol = 0) keep the line search: with full steps first, R-ProxSGD's solves to 1e-10 at mu =
+# 0.8 took 2.2 instead of 1.0 steps. A full step that meets the stopping test is taken as well,
+# whatever it cuts: the solve ends there, and a line search would only move the end point within the
+# tolerance. 0 turns both off (a line search at every step).
 UNIT_ACCEPT = 0.1
 # Adaptive rule: plain steps regularized like the reference (0.2 min(||E||, 0.1)) until a
 # step cuts ||E|| by less than ESCALATE (measured on the captured MNIST subproblems:

@@ -50,9 +50,12 @@ Array = Any
 #: against IFOs moves by at most 0.09 seed-to-seed spreads at rtol 0.1 (0.16 at 0.01, 0.32
 #: at 0.2), and seed by seed (same X0 and minibatches) by at most 0.31 on F = 33-60 (0.23 at
 #: 0.01, the trajectories' own divergence; 0.38 at 0.2, 0.82 at 0.3). ``inexact_noise.md``:
-#: at rtol 0.1 the solve error in zeta is a median 0.8-7% of the minibatch noise in zeta.
+#: at rtol 0.1 the solve error in zeta is a median 0.2-5% of the minibatch noise in zeta
+#: (the optimizers' adaptive rule).
 #: R-ProxSGD then takes 0.56 / 1.06 / 0.01 / 0.01 Newton steps a call at mu = 0.05 / 0.2 /
-#: 0.4 / 0.8 (1.00 / 2.53 / 0.26 / 0.19 at 0.01).
+#: 0.4 / 0.8 (1.00 / 2.53 / 0.26 / 0.19 at 0.01). R-ProxSVRG and R-ProxSARAH share the
+#: default unmeasured: their estimates' noise shrinks along a run, so pass a smaller
+#: ``ssn_rtol`` where the end of a run must be accurate.
 SSN_RTOL = 0.1
 
 

@@ -75,10 +75,12 @@ def subproblems():
     return capture()
 
 
-def test_loose_solves_of_degenerate_subproblems_take_few_steps(subproblems):
+@pytest.mark.parametrize("rtol, mean, most", [(1e-2, 5.0, 6), (rproxjax.SSN_RTOL, 2.0, 3)])
+def test_loose_solves_of_degenerate_subproblems_take_few_steps(subproblems, rtol, mean, most):
+    # At rtol 1e-2 (the former default) measured 4.3 (max 6); at SSN_RTOL = 0.1, 1.2 (max 2).
     steps, fewest = [], []
     for x, v, lam_h in subproblems:
-        zeta, info = rproxjax.tangent_prox(x, v, GAMMA, rproxjax.l1(MU), rtol=1e-2,
+        zeta, info = rproxjax.tangent_prox(x, v, GAMMA, rproxjax.l1(MU), rtol=rtol,
                                            method="adaptive", lam_h=lam_h)
         assert bool(info.converged)
         steps.append(int(info.num_steps))
@@ -87,10 +89,10 @@ def test_loose_solves_of_degenerate_subproblems_take_few_steps(subproblems):
         # The stopping test, recomputed from the returned step (not from info):
         e = np.asarray(x).T @ y
         e = e + e.T - 2 * np.eye(R)
-        target = rproxjax.default_tol(jnp.float64) + 1e-2 * np.linalg.norm(np.asarray(zeta))
+        target = rproxjax.default_tol(jnp.float64) + rtol * np.linalg.norm(np.asarray(zeta))
         assert np.linalg.norm(e) <= target * (1 + 1e-6)
     assert min(fewest) < R  # the instances are degenerate
-    assert np.mean(steps) <= 5 and max(steps) <= 6, steps
+    assert np.mean(steps) <= mean and max(steps) <= most, steps
 
 
 def test_loose_and_tight_solves_agree_to_the_loose_tolerance(subproblems):

@@ -307,8 +307,9 @@ def test_default_inexact_subproblems_leave_the_loss_unchanged(method):
     # solves to 1e-10 by the secant rule on the same samples: F moves by less than the
     # seed-to-seed spread of the exact runs at every curve point (the criterion of
     # benchmarks/results/inexact_loose.md, at paper size), in far fewer Newton steps; at
-    # rtol 1e-2, far less (a relative 2e-3). Measured here (keys 1-5): the default moves the
-    # final F by at most 0.19 (R-ProxSPB, key 1, a run that lands apart: 46.69 against
+    # rtol 1e-2, far less (a relative 2e-3). Measured on keys 1-5 (the test uses 1-3 for
+    # the spread; the first curve point is X0, identical in every run): the default moves
+    # the final F by at most 0.19 (R-ProxSPB, key 1, a run that lands apart: 46.69 against
     # 46.88), against spreads of 0.46 (R-ProxSPB) and 1.3 (R-ProxSGD).
     from rproxjax import datasets, problems
 

@@ -159,11 +159,12 @@ def _from_subgradient(r, dtype, **kw):
 
 
 @pytest.mark.parametrize("r", [10, 15])
-def test_the_optimizers_warm_start_meets_the_goals(r):
+def test_the_optimizers_warm_start_at_tol_1e8_and_at_ssn_rtol(r):
     # From the previous solution's subgradient at this X (the optimizers' default): to tol
     # 1e-8, measured mean 2.2 / 3.3 (max 7 / 10) secant steps at r = 10 / 15
-    # (benchmarks/results/subproblem_real.md); at the stochastic optimizers' SSN_RTOL the
-    # adaptive rule takes 0.19 / 0.28 (max 1 / 2), near the tight solutions.
+    # (benchmarks/results/subproblem_real.md; the goal, mean <= 3, is not met at r = 15,
+    # where mu = 0.2 takes 7.4); at the stochastic optimizers' SSN_RTOL the adaptive rule
+    # takes 0.19 / 0.28 (max 1 / 2), near the tight solutions.
     tight = _from_subgradient(r, np.float64, tol=1e-8, method="secant")
     steps = np.array([int(info.num_steps) for _, info in tight])
     assert all(bool(info.converged) for _, info in tight)
@@ -173,9 +174,6 @@ def test_the_optimizers_warm_start_meets_the_goals(r):
     assert all(bool(info.converged) for _, info in loose)
     assert steps.max() <= 2 and steps.mean() <= 0.5, steps
     for (zeta, info), (zeta_ref, _) in zip(loose, tight, strict=True):
-        # Checked against the stopping test itself: ||E|| <= tol + rtol ||zeta||, and an
-        # error in zeta of the order of ||E||.
-        norm = float(jnp.linalg.norm(zeta))
-        assert float(info.residual) <= rproxjax.default_tol(jnp.float64) + rproxjax.SSN_RTOL * norm
+        # An error in zeta of the order of ||E|| (measured at most 2.25 ||E||).
         err = float(jnp.linalg.norm(zeta - zeta_ref))
         assert err <= 10 * float(info.residual) + 1e-7, (err, float(info.residual))
