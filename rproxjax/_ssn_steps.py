@@ -80,6 +80,11 @@ PLAIN_RHO_SCALE = 0.2
 ESCALATE = 0.2
 
 
+def meets_stopping_test(x, y, norm_e, tol, rtol):
+    """The solve's stopping test ||E|| <= tol + rtol ||Y - X||_F (zeta = Y - X)."""
+    return norm_e <= tol + rtol * jnp.sqrt(jnp.sum((y - x) ** 2))
+
+
 def residual(x, xt, t, reg, w):
     """(Y, jac, E, ||E||_F) at the prox argument W."""
     y, jac = reg.prox_jacobian(w, t)
@@ -197,7 +202,7 @@ def secant_step(x, xt, t, reg, tol, use_cg, escalated, lam, w, y, jac, e, norm_e
     at_one = residual(x, xt, t, reg, w + p)
     if UNIT_ACCEPT > 0:
         # A full step that ends the solve needs no line search (its last one, when loose).
-        stops = at_one[3] <= tol + rtol * jnp.sqrt(jnp.sum((at_one[0] - x) ** 2))
+        stops = meets_stopping_test(x, at_one[0], at_one[3], tol, rtol)
         full = jnp.asarray(loose) & ((at_one[3] <= UNIT_ACCEPT * norm_e) | stops)
     else:
         full = jnp.bool_(False)

@@ -13,7 +13,8 @@ through its dual (design notes section 3): for symmetric Lambda,
 and zeta = Y(Lambda*) - X where E(Lambda*) = 0. E is the gradient of the convex,
 piecewise quadratic dual phi(Lambda) = ||Y(Lambda)||^2 / (2t) - 2 tr(Lambda). The
 Newton steps (:mod:`rproxjax._ssn_steps`) run inside a bounded ``lax.while_loop``
-that keeps the iterate with the smallest residual.
+that keeps the iterate with the smallest residual (or the one that meets the stopping
+test, which ends it).
 """
 
 from __future__ import annotations
@@ -127,7 +128,7 @@ def _newton_loop(step, x, xt, t, reg, lam, w, tol, rtol, max_steps):
     y, jac, e, norm_e = _ssn_steps.residual(x, xt, t, reg, w)
 
     def done(y, norm_e):
-        return norm_e <= tol + rtol * jnp.sqrt(jnp.sum((y - x) ** 2))
+        return _ssn_steps.meets_stopping_test(x, y, norm_e, tol, rtol)
 
     def cond(state):
         k, _, _, y, _, _, norm_e, status, _, _, _, _ = state
@@ -156,10 +157,12 @@ def _newton_loop(step, x, xt, t, reg, lam, w, tol, rtol, max_steps):
             jnp.int32(0), jnp.int32(1), (lam, y, norm_e, w), jnp.bool_(False))
     if sequential_lanes():
         # Entered only when a step is due: XLA hoists the steps' loop-invariant work (on X
-        # alone) out of the loop, which calls that take no step would pay too (82 instead of
-        # 165 us a call at d = 784, r = 10, float64, CPU). Not where vmapped lanes share one
-        # loop: there the batched predicate makes the cond a select, which also batched the
-        # loop's inner branches (loose solves 3x slower, 8 lanes, CPU).
+        # alone) out of the loop, which calls that take no step would pay too (the prox step
+        # with no Newton step went from 1.24-1.39x to 1.09-1.20x an R-Subgrad step in float64,
+        # benchmarks/results/step_cost.md before and after in git). Not where vmapped lanes
+        # share one loop: there the batched predicate makes the cond a select, which also
+        # batched the loop's inner branches (loose solves of 8 mu lanes about 3x slower in a
+        # one-off CPU measurement with SEQUENTIAL_LANES = False).
         final = lax.cond(cond(init), lambda s: lax.while_loop(cond, body, s), lambda s: s, init)
     else:
         final = lax.while_loop(cond, body, init)
@@ -375,7 +378,8 @@ def tangent_prox(
     Returns:
       ``(zeta, info)``: the tangent step (d x r) and a :class:`SubproblemInfo`.
       zeta = Y(Lambda) - X is returned even when ``info.converged`` is False,
-      at the iterate with the smallest residual; it is always finite when
+      at the iterate with the smallest residual (the one that met the stopping
+      test, when converged); it is always finite when
       the inputs are. Non-finite inputs (NaN/inf in
       x, g, t, mu, lam, lam_h or subgradient) give ``status == Status.NONFINITE``
       and zeta = 0;
