@@ -41,8 +41,10 @@ Array = Any
 #: similar time per call; at r = 32 inside R-ProxSGD runs CG's steps cost 0.60-1.02x the
 #: dense ones (linear_solver_runs.md) and a whole step 0.61-0.64x (scale_cpu_d4096.md). On
 #: an H200 a CG Newton step costs about 0.57 / 0.74 ms (float32 / float64) at r = 32 inside
-#: R-ProxSGD (3.5-3.8 steps a call at the then default ssn_rtol 1e-2, scale_gpu.md; 6.4 ms
-#: in float32 with the former rule of loose solves); dense systems were not timed there.
+#: R-ProxSGD (3.5-3.8 steps a call at the then default ssn_rtol 1e-2, scale_gpu_2026-11-26.md;
+#: 6.4 ms in float32 with the former rule of loose solves). With the present kernel a whole
+#: R-ProxSGD step at r = 32 in float32 costs 0.99 ms with dense systems and 1.10 ms with CG
+#: (scale_gpu.md, one run, one Newton step a call): not enough to make the rule per backend.
 CG_THRESHOLD = 16
 #: Newton rules: ``"secant"`` (default), ``"adaptive"`` (plain steps, secant on
 #: demand) and ``"reference"`` (the ManPG code's rule).

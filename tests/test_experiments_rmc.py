@@ -103,7 +103,9 @@ def test_rmc_curves_of_f_and_error_against_ifo(result):
     ratio = [np.asarray(a["F_curve"]) / np.asarray(b["F_curve"]) - 1
              for a, b in zip(sgd, sub, strict=True)]
     assert np.allclose(gap["F"]["median"], np.median(ratio, axis=0))
-    assert gap["F"]["median"][0] == 0  # the same start
+    # The same start: each run evaluates F(X0) in its own compiled program, whose reductions
+    # may round differently off CPU (-3e-18 on an H200).
+    assert abs(gap["F"]["median"][0]) <= 1e-14
 
 
 def test_rmc_curve_points_lie_on_the_uninterrupted_run(result):
