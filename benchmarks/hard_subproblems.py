@@ -54,7 +54,7 @@ Q, GAMMA, MU = 10, 0.1, 0.2
 RULES = ("adaptive", "secant", "reference")
 #: The rules of loose solves before this release, (LOOSE_RHO_SCALE, LOOSE_SECANT_SHIFT,
 #: UNIT_ACCEPT): first RHO_SCALE with the shift, then 1.0 with the shift; always a line search.
-SHIFTED_LOOSE_RULE = (1.0, True, 0.0)
+SHIFTED_LOOSE_RULE = (1.0, True, 0.0, False)
 STOPS = {"rtol 1e-2": (None, 1e-2), "tol 1e-8": (1e-8, 0.0)}
 
 

@@ -85,6 +85,20 @@ def dense_direction(x, t, reg, jac, e, shift, rho):
     return unvech(coords, basis, r), jnp.int32(0)
 
 
+def jacobi_direction(x, t, reg, jac, e, rho):
+    """D from the Newton system with its Gram matrix replaced by its diagonal (a Jacobi
+    step); returns (D, 0).
+
+    In the symmetric basis the system is diagonal, (4t G_pp + rho) c_p = -<B_p, E>, and
+    back in r x r matrices D = -E / (4t Ghat + rho) entrywise, with Ghat the r x r matrix of
+    the diagonal entries (``reg.jacobian_gram_diagonal``): d r^2 work against the Gram
+    matrix's d r^2 (r + 1) / 2 and its Cholesky factorization. Exact (up to rho) where the
+    generalized Jacobian is the identity (l1 with every entry active: Gram = I).
+    """
+    ghat = reg.jacobian_gram_diagonal(x, jac)
+    return -e / ((4.0 * t) * ghat + rho), jnp.int32(0)
+
+
 def cg_direction(x, xt, t, reg, jac, e, shift, rho, atol):
     """D by matrix-free conjugate gradients (at most r^2 iterations); returns (D, its)."""
     r = x.shape[-1]

@@ -21,6 +21,10 @@ The protocol, for a regularizer ``reg`` acting on d x r matrices:
   <X B_p, D[X B_q]> for the orthonormal basis of symmetric matrices
   B_p = s_p (E_jl + E_lj), given as ``basis = (rows, cols, scale)`` (index
   arrays j, l with j <= l and the weights s_p, each of length m = r(r+1)/2).
+* ``reg.jacobian_gram_diagonal(x, jac)`` (optional): the diagonal of that matrix as an
+  r x r symmetric matrix (entry (j, l) holds G_pp for (j, l) = (rows[p], cols[p])), for
+  the Jacobi steps of loose solves (:func:`rproxjax._newton.jacobi_direction`); a
+  regularizer without it gets full Newton steps.
 * ``reg.secant_shift(w, x, e, t, passes)``: an r x r symmetric, non-negative
   matrix R raising the Newton matrix's diagonal in the symmetric basis where
   the generalized Jacobian underestimates the curvature of the dual along a
@@ -128,6 +132,12 @@ class L1(NamedTuple):
         index[cols, rows] = np.arange(rows.size)
         return _gram_blockdiag(packed[:, index], basis)
 
+    def jacobian_gram_diagonal(self, x, jac):
+        # G_pp = s_p^2 (Q[j, l] + Q[l, j]) off the diagonal, Q[j, j] on it, with
+        # Q = (X o X)^T mask: Q[j, l] = sum_i X_ij^2 mask_il. Both are sym(Q)[j, l].
+        q = mm((x * x).T, jac)
+        return 0.5 * (q + q.T)
+
     def secant_shift(self, w, x, e, t, passes):
         thr = jnp.broadcast_to(t * self.mu, (x.shape[-1],)).astype(x.dtype)
         return l1_secant_shift(w, x, e, t, thr, passes)
@@ -194,6 +204,20 @@ class L21(NamedTuple):
         scale = basis[2]
         c = scale * (_pair_products(x, v, basis) + _pair_products(v, x, basis))
         return first + mm(c.T, beta[:, None] * c)
+
+    def jacobian_gram_diagonal(self, x, jac):
+        # G_pp = tr(B_p G B_p) + sum_k beta_k c_kp^2 (see jacobian_gram). The first is
+        # (G_jj + G_ll) / 2 (G_jj on the diagonal); the second, with
+        # c_kp = s_p (x_kj v_kl + x_kl v_kj) expanded, s_p^2 (A + A^T + 2 C)[j, l] for
+        # A = (X o X)^T diag(beta) (V o V) and C = (X o V)^T diag(beta) (X o V).
+        alpha, beta, v = jac
+        g = jnp.sum(alpha[:, None] * x * x, axis=0)
+        a = mm((x * x).T, beta[:, None] * (v * v))
+        xv = x * v
+        c = mm(xv.T, beta[:, None] * xv)
+        r = x.shape[-1]
+        s2 = jnp.where(jnp.eye(r, dtype=bool), 0.25, 0.5).astype(x.dtype)
+        return 0.5 * (g[:, None] + g[None, :]) + s2 * (a + a.T + 2.0 * c)
 
     def secant_shift(self, w, x, e, t, passes):
         # No coordinate secant for the group norm (its breakpoints are not

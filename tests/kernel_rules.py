@@ -14,10 +14,10 @@ import jax
 from rproxjax import _blocks, _ssn_steps
 
 #: The module constants of ``rproxjax._ssn_steps`` that make up the rule of loose solves.
-RULE_CONSTANTS = ("LOOSE_RHO_SCALE", "LOOSE_SECANT_SHIFT", "UNIT_ACCEPT")
-#: The first rule: regularization 1e-4 min(||E||, 0.1) with the secant shift, and a line
-#: search at every step.
-FIRST_LOOSE_RULE = (1e-4, True, 0.0)
+RULE_CONSTANTS = ("LOOSE_RHO_SCALE", "LOOSE_SECANT_SHIFT", "UNIT_ACCEPT", "JACOBI_FIRST")
+#: The first rule: regularization 1e-4 min(||E||, 0.1) with the secant shift, a line
+#: search at every step, and no Jacobi steps.
+FIRST_LOOSE_RULE = (1e-4, True, 0.0, False)
 #: The optimizers' first warm start (``rproxjax._blocks.WARM_START``): the previous
 #: multiplier's regularizer part.
 FIRST_WARM_START = "lam_h"

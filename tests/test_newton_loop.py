@@ -5,8 +5,14 @@
 * a call whose warm start already meets the test takes no step, with the same result whether
   vmapped lanes are mapped (where the loop sits behind a ``lax.cond``) or batched;
 * a loose step that meets the stopping test is taken in full, without a line search;
-* the Gram's column-pair products by static slices equal the gathered ones.
+* the Gram's column-pair products by static slices equal the gathered ones;
+* the Jacobi steps of loose adaptive solves: the Gram diagonal each regularizer gives against
+  its Gram matrix, the step against the Newton step where the Jacobian is the identity, the
+  first step of a loose solve along the Jacobi direction, and a regularizer without the
+  diagonal solved with full Newton steps.
 """
+
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -73,7 +79,8 @@ def test_a_loose_step_that_meets_the_test_takes_no_line_search():
     # With full steps by their cut alone all but turned off (UNIT_ACCEPT tiny), a loose step is
     # still taken in full, evaluating E once (2 evaluations in a one-step call: the start and
     # the step), when it meets the stopping test; a line search would evaluate E twice more.
-    rule = (_ssn_steps.LOOSE_RHO_SCALE, _ssn_steps.LOOSE_SECANT_SHIFT, 1e-12)
+    rule = (_ssn_steps.LOOSE_RHO_SCALE, _ssn_steps.LOOSE_SECANT_SHIFT, 1e-12,
+            _ssn_steps.JACOBI_FIRST)
     full = searched = 0
     with loose_rule(rule):
         for r in (10, 15):
@@ -102,3 +109,90 @@ def test_pair_products_by_slices_equal_the_gathered_ones(r):
     other = (rows[order], cols[order], None)
     np.testing.assert_array_equal(_regularizers._pair_products(a, b, other),
                                   a[:, rows[order]] * b[:, cols[order]])
+
+
+def _regularizers_and_inputs(key, d=12, r=4):
+    x = rproxjax.stiefel.random_point(key, d, r, jnp.float64)
+    v = jax.random.normal(jax.random.fold_in(key, 1), (d, r), jnp.float64)
+    regs = [rproxjax.l1(0.4), rproxjax.l1(jnp.linspace(0.1, 0.9, r)), rproxjax.l21(0.8)]
+    return x, v, regs
+
+
+@pytest.mark.parametrize("which", [0, 1, 2])
+def test_gram_diagonal_is_the_diagonal_of_the_gram_matrix(which):
+    x, v, regs = _regularizers_and_inputs(jax.random.key(which))
+    reg = regs[which]
+    _, jac = reg.prox_jacobian(v, 0.5)
+    basis = _newton.sym_basis(x.shape[-1])
+    rows, cols, _ = basis
+    gram = reg.jacobian_gram(x, jac, basis)
+    ghat = reg.jacobian_gram_diagonal(x, jac)
+    np.testing.assert_allclose(ghat, ghat.T, atol=1e-15)
+    np.testing.assert_allclose(ghat[rows, cols], jnp.diag(gram), rtol=1e-12, atol=1e-14)
+    # Some entries inactive: the instance is not the identity case.
+    assert 0 < float(jnp.min(jnp.diag(gram))) < float(jnp.max(jnp.diag(gram)))
+
+
+def test_jacobi_step_is_the_newton_step_where_the_jacobian_is_the_identity():
+    x, v, _ = _regularizers_and_inputs(jax.random.key(7))
+    reg = rproxjax.l1(1e-3)  # every |V_ij| > t mu: the mask is all ones
+    t = jnp.asarray(0.5)
+    _, jac = reg.prox_jacobian(v, t)
+    assert bool(jnp.all(jac == 1))
+    e = x.T @ v + v.T @ x - 2 * jnp.eye(4)
+    rho = jnp.asarray(1e-3)
+    jacobi, _ = _newton.jacobi_direction(x, t, reg, jac, e, rho)
+    newton, _ = _newton.dense_direction(x, t, reg, jac, e, jnp.zeros_like(e), rho)
+    np.testing.assert_allclose(jacobi, newton, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(jacobi, -e / (4 * t + rho), rtol=1e-12)
+
+
+def test_a_loose_adaptive_solve_steps_along_the_jacobi_direction_first():
+    # An instance whose warm start does not meet the loose test; its first step, at whatever
+    # length the step rule takes, is parallel to -E_0 / (4t Ghat_0 + rho_0), computed here.
+    found = 0
+    for inst in load_instances(10, np.float64):
+        x, g, t = (jnp.asarray(inst[k]) for k in ("x", "g", "t"))
+        reg = rproxjax.l1(inst["mu"])
+        xtg = x.T @ g
+        lam0 = 0.25 * (xtg + xtg.T) + inst["lam_s"]
+        w0 = x - t * g + 2 * t * x @ lam0
+        y0, jac0, e0, n0 = _ssn_steps.residual(x, x.T, t, reg, w0)
+        tol, rtol = rproxjax.default_tol(jnp.float64), rproxjax.SSN_RTOL
+        if bool(_ssn_steps.meets_stopping_test(x, y0, n0, tol, rtol)):
+            continue
+        found += 1
+        _, info = rproxjax.tangent_prox(x, g, t, reg, lam=lam0, rtol=rtol, max_steps=1,
+                                        method="adaptive")
+        assert int(info.num_steps) == 1
+        rho = _ssn_steps.JACOBI_RHO_SCALE * min(float(n0), 0.1) + 4 * float(t) * 2.0**-52
+        d = -e0 / (4 * t * reg.jacobian_gram_diagonal(x, jac0) + rho)
+        step = np.asarray(info.lam - lam0).ravel()
+        cosine = step @ np.asarray(d).ravel() / (np.linalg.norm(step) * np.linalg.norm(d))
+        assert cosine > 1 - 1e-10
+    assert found >= 3
+
+
+class _L1WithoutDiagonal(NamedTuple):
+    mu: Any
+
+
+for _name in ("value", "prox", "prox_jacobian", "subgradient", "jacobian_apply",
+              "jacobian_gram", "secant_shift", "check"):
+    setattr(_L1WithoutDiagonal, _name, getattr(_regularizers.L1, _name))
+
+
+def test_a_regularizer_without_the_gram_diagonal_gets_newton_steps():
+    assert not hasattr(_L1WithoutDiagonal(0.1), "jacobian_gram_diagonal")
+    for inst in load_instances(10, np.float64)[::4]:
+        xtg = inst["x"].T @ inst["g"]
+        lam0 = 0.25 * (xtg + xtg.T) + inst["lam_s"]
+        out = {}
+        for reg in (rproxjax.l1(inst["mu"]), _L1WithoutDiagonal(jnp.asarray(inst["mu"]))):
+            zeta, info = rproxjax.tangent_prox(inst["x"], inst["g"], inst["t"], reg, lam=lam0,
+                                               rtol=rproxjax.SSN_RTOL, method="adaptive")
+            assert bool(info.converged)
+            out[type(reg).__name__] = (zeta, info)
+        # Same problem, same stopping test: the two solutions agree to the loose tolerance.
+        (z1, _), (z2, _) = out.values()
+        assert float(jnp.linalg.norm(z1 - z2)) <= 0.2 * float(jnp.linalg.norm(z1)) + 1e-8
