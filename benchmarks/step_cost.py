@@ -34,8 +34,11 @@ Then a compiled ``lax.scan`` of T = 50 iterations of [minibatch gather +
 ``jax.grad`` of the mean per-sample loss + ``opt.update`` +
 ``optax.apply_updates``], with the same pre-drawn indices (a permutation, no
 repeats) for all methods, is timed; the same scan body serves every method
-(R-ProxSPB SARAH steps pass ``grad_fn`` = the same minibatch's gradient as a
-function of the point and ``refresh=False`` statically). The R-ProxSPB SARAH
+(R-ProxSPB SARAH steps pass ``refresh=False`` statically and, as ``fit`` does, the
+gradient at the previous point X_{t-1} on the same minibatch as ``grad_fn_value``,
+computed with the gradient at X_t in one ``jax.vmap`` over the two points; the row
+"SARAH step, two gradient calls" passes ``grad_fn`` instead, which the estimator
+calls at X_{t-1}, as a hand-written optax loop would). The R-ProxSPB SARAH
 scan starts just after a refresh. The refresh step (full gradient over n in
 chunks of 2048, as ``fit`` computes it, + update with ``refresh=True`` +
 apply) is timed on its own, as one compiled call from the warmed-up state
@@ -125,6 +128,7 @@ NAMES = {
     "sgd_ref": "R-ProxSGD, ssn_method=reference",
     "sgd_ms0": "R-ProxSGD, ssn_max_steps=0",
     "sarah": "R-ProxSPB SARAH step",
+    "sarah2": "R-ProxSPB SARAH step, two gradient calls",
     "refresh": "R-ProxSPB refresh (full grad)",
     "spb_avg": "R-ProxSPB amortized (q = 100)",
     "spb": "R-ProxSPB",
@@ -141,7 +145,7 @@ def make_opt(method, mu, **kwargs):
     reg = rproxjax.l1(mu)
     if method.startswith("sgd"):
         return rproxjax.r_prox_sgd(rproxjax.inverse_sqrt_schedule(ETA0), GAMMA, reg, **kwargs)
-    if method in ("spb", "sarah", "refresh"):
+    if method in ("spb", "sarah", "sarah2", "refresh"):
         return rproxjax.r_prox_spb(ETA0, GAMMA, reg, q=Q, **kwargs)
     if method in ("subgrad", "grad"):
         return rproxjax.r_subgrad(rproxjax.inverse_sqrt_schedule(ETA0), reg)
@@ -177,11 +181,16 @@ def make_scan(method, **opt_kwargs):
         def body(carry, ib):
             x, state = carry
             batch = data[ib]
-            g = batch_grad(x, batch)
+            extra = {}
+            if method == "sarah":  # as fit does: both gradients from one vmapped call
+                prev = optax.tree_utils.tree_get(state, "prev_params")
+                both = jax.vmap(batch_grad, in_axes=(0, None))(jnp.stack([x, prev]), batch)
+                g, extra = both[0], {"grad_fn_value": both[1], "refresh": False}
+            else:
+                g = batch_grad(x, batch)
             if method == "grad":  # the gradient alone: x and state unchanged
                 return (x, state), jnp.sum(g)
-            extra = {}
-            if method == "sarah":
+            if method == "sarah2":
                 extra = {"grad_fn": lambda p: batch_grad(p, batch), "refresh": False}
             updates, state = opt.update(g, state, x, **extra)
             x = optax.apply_updates(x, updates)
@@ -224,7 +233,8 @@ def compile_jobs(dtype, data, x0, runs, scans, programs):
     jobs = [((dtype, m), fn, (mu, key, data, x0)) for m, fn in runs.items()]
     jobs.append(((dtype, "refresh"), refresh_fn, (*spb, data, mu)))
     for row, (method, fn) in scans.items():
-        start = {"sgd": outs["sgd"][:2], "sarah": after_refresh}.get(method, outs["subgrad"][:2])
+        start = {"sgd": outs["sgd"][:2], "sarah": after_refresh,
+                 "sarah2": after_refresh}.get(method, outs["subgrad"][:2])
         jobs.append(((dtype, row), fn, (*start, idx, data, mu)))
     for m, prog in programs.items():
         jobs += [((dtype, m, "vmap"), prog["vmap"], prog["args"]),
@@ -241,7 +251,7 @@ def step_variants():
     variants = {
         "subgrad": ("subgrad", {}), "grad": ("grad", {}), "sgd": ("sgd", {}),
         "sgd_rtol0": ("sgd", {"ssn_rtol": 0.0}), "sgd_ms0": ("sgd", {"ssn_max_steps": 0}),
-        "sarah": ("sarah", {}),
+        "sarah": ("sarah", {}), "sarah2": ("sarah2", {}),
     }
     skipped = {}
     if "ssn_method" in inspect.signature(rproxjax.r_prox_sgd).parameters:
@@ -275,7 +285,7 @@ def bench_steps(dtype, data, x0, runs, scans, repeats, seed, mus=MUS):
         for row, (method, _) in scans.items():
             if method in ("sgd",):
                 x, st = starts["sgd"]
-            elif method == "sarah":
+            elif method in ("sarah", "sarah2"):
                 x, st = x_r, st_r
             else:
                 x, st = starts["subgrad"]
@@ -486,7 +496,7 @@ SWEEP_HEADERS = ["dtype", "method", "single mu=0.2 (s)", "vmap 8 (s)", "ratio",
                  "sweep(lanes='map') 8 (s)", "map ratio", "vmap, batched Newton loop (s)",
                  "its ratio"]
 ROW_ORDER = ("subgrad", "grad", "sgd", "sgd_ms0", "sgd_rtol0", "sgd_secant", "sgd_adaptive",
-             "sgd_ref", "sarah", "refresh", "spb_avg")
+             "sgd_ref", "sarah", "sarah2", "refresh", "spb_avg")
 
 
 def step_rows(dtype, res_by_mu):

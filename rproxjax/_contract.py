@@ -46,12 +46,19 @@ class Needs:
       value_fn: updates need ``value_fn``, the smooth part f on the current
         batch as a function of the point (line searches).
       full_batch: a deterministic method: every gradient is over all n samples.
+      grad_fn_point: the field of the transformation's state that holds the point at
+        which its update calls ``grad_fn`` (``"prev_params"``, ``"snapshot"``), or None.
+        A runner may then evaluate the minibatch gradient at X_t and at that point in one
+        ``jax.vmap``-ed call and pass the latter as the extra argument ``grad_fn_value``
+        (``fit`` does; on MNIST sparse PCA on CPU the pair costs what one gradient does).
+        Two transformations that declare different points declare none.
     """
 
     refresh_every: int | None = None
     grad_fn: bool = False
     value_fn: bool = False
     full_batch: bool = False
+    grad_fn_point: str | None = None
 
     def merge(self, other: Needs) -> Needs:
         if None not in (self.refresh_every, other.refresh_every) and (
@@ -60,10 +67,12 @@ class Needs:
                 "two transformations of the chain need different refresh periods "
                 f"({self.refresh_every} and {other.refresh_every})."
             )
+        points = {self.grad_fn_point, other.grad_fn_point} - {None}
         return Needs(
             self.refresh_every if self.refresh_every is not None else other.refresh_every,
             self.grad_fn or other.grad_fn, self.value_fn or other.value_fn,
             self.full_batch or other.full_batch,
+            points.pop() if len(points) == 1 else None,
         )
 
 

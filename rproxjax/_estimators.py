@@ -8,9 +8,13 @@ gradient (the batch S1; the full gradient in finite-sum mode) and V_t is it.
 Other updates need the extra argument ``grad_fn``, the *same* minibatch's
 gradient as a function of the point. Gamma is the projection transport.
 
-``update(grads, state, params, *, grad_fn=None, refresh=None)``: ``refresh``
-may be a Python bool (the runner passes it statically: no branch is
+``update(grads, state, params, *, grad_fn=None, refresh=None, grad_fn_value=None)``:
+``refresh`` may be a Python bool (the runner passes it statically: no branch is
 compiled), a traced bool, or None (then ``state.count % q == 0``).
+``grad_fn_value``, where given, is that minibatch's gradient at the point the estimator
+would call ``grad_fn`` at (X_{t-1}, the snapshot: the state field named by
+``Needs.grad_fn_point``), used instead of the call: :func:`rproxjax.fit` evaluates it with
+the gradient at X_t in one vmapped call.
 Both declare these needs (:class:`rproxjax.Needs`) in their states, so
 :func:`rproxjax.fit` provides them through any chain.
 """
@@ -62,6 +66,16 @@ def _need_grad_fn(grad_fn, name):
         )
 
 
+def _grad_at(grad_fn, grad_fn_value, point, name):
+    """The minibatch gradient at ``point`` (the state's ``Needs.grad_fn_point``): the
+    caller's ``grad_fn_value`` where given (``fit`` computes it with the gradient at X_t),
+    else ``grad_fn(point)``."""
+    if grad_fn_value is not None:
+        return grad_fn_value
+    _need_grad_fn(grad_fn, name)
+    return grad_fn(point)
+
+
 def _sub(a, b):
     return jax.tree.map(jnp.subtract, a, b)
 
@@ -95,20 +109,21 @@ def sarah_estimator(q: int, *, blocks=None) -> optax.GradientTransformationExtra
     """
     q = _check_period("q", q)
     blocks = as_blocks(None, blocks)
-    needs = Needs(refresh_every=q, grad_fn=True)
+    needs = Needs(refresh_every=q, grad_fn=True, grad_fn_point="prev_params")
 
     def init(params):
         check_params(blocks, params)
         return SarahState(jnp.zeros((), jnp.int32), zeros_like(params), params, needs)
 
-    def update(updates, state, params=None, *, grad_fn=None, refresh=None, **extra_args):
+    def update(updates, state, params=None, *, grad_fn=None, refresh=None, grad_fn_value=None,
+               **extra_args):
         del extra_args
         check_state(state, SarahState, "sarah_estimator")
         check_params(blocks, params, updates)
 
         def recursion():
-            _need_grad_fn(grad_fn, "the R-SARAH estimator")
-            diff = _sub(grad_fn(state.prev_params), state.v)
+            diff = _sub(_grad_at(grad_fn, grad_fn_value, state.prev_params,
+                                 "the R-SARAH estimator"), state.v)
             moved = map_blocks(lambda b, xo, xn, u: b.transport(xo, xn, u),
                                blocks, state.prev_params, params, diff)
             return _sub(updates, moved)
@@ -154,14 +169,15 @@ def svrg_estimator(m: int, *, blocks=None) -> optax.GradientTransformationExtraA
     """
     m = _check_period("m", m)
     blocks = as_blocks(None, blocks)
-    needs = Needs(refresh_every=m, grad_fn=True)
+    needs = Needs(refresh_every=m, grad_fn=True, grad_fn_point="snapshot")
 
     def init(params):
         check_params(blocks, params)
         zeros = zeros_like(params)
         return SvrgState(jnp.zeros((), jnp.int32), zeros, params, zeros, needs)
 
-    def update(updates, state, params=None, *, grad_fn=None, refresh=None, **extra_args):
+    def update(updates, state, params=None, *, grad_fn=None, refresh=None, grad_fn_value=None,
+               **extra_args):
         del extra_args
         check_state(state, SvrgState, "svrg_estimator")
         check_params(blocks, params, updates)
@@ -170,8 +186,8 @@ def svrg_estimator(m: int, *, blocks=None) -> optax.GradientTransformationExtraA
             return updates, params, updates
 
         def corrected():
-            _need_grad_fn(grad_fn, "the SVRG estimator")
-            diff = _sub(grad_fn(state.snapshot), state.snapshot_grad)
+            diff = _sub(_grad_at(grad_fn, grad_fn_value, state.snapshot, "the SVRG estimator"),
+                        state.snapshot_grad)
             moved = map_blocks(lambda b, xo, xn, u: b.transport(xo, xn, u),
                                blocks, state.snapshot, params, diff)
             return _sub(updates, moved), state.snapshot, state.snapshot_grad

@@ -183,10 +183,37 @@ class EpochProgram:
             return self.sampler.mean(fn, x)
         return self.sampler.apply_large(fn, x, element, self.plan.refresh_size)
 
-    def _extra(self, element, refresh):
+    def _grad_point(self, state):
+        """The point at which the optimizer will call ``grad_fn`` (its state's
+        ``Needs.grad_fn_point`` field), or None."""
+        if not self.needs.grad_fn or self.needs.grad_fn_point is None:
+            return None
+        try:
+            return otu.tree_get(state, self.needs.grad_fn_point)
+        except KeyError:  # two states hold such a field: grad_fn is called instead
+            return None
+
+    def minibatch_grads(self, x, state, element):
+        """(grad at X, grad at the optimizer's ``grad_fn`` point or None) on one minibatch;
+        both from one ``jax.vmap``-ed gradient over the two points where there is such a
+        point (the batch is gathered once, and the two products share their operands)."""
+        point = self._grad_point(state)
+        if point is None:
+            return self._on_batch(self.objective.grad, x, element, False), None
+
+        def pair(xs, batch):
+            return jax.vmap(self.objective.grad, in_axes=(0, None))(xs, batch)
+
+        stacked = jax.tree.map(lambda a, b: jnp.stack([a, b]), x, point)
+        both = self._on_batch(pair, stacked, element, False)
+        return jax.tree.map(lambda a: a[0], both), jax.tree.map(lambda a: a[1], both)
+
+    def _extra(self, element, refresh, grad_fn_value=None):
         extra = {}
         if self.needs.refresh_every is not None:
             extra["refresh"] = refresh
+        if grad_fn_value is not None:
+            extra["grad_fn_value"] = grad_fn_value
         if self.needs.grad_fn and not refresh:
             extra["grad_fn"] = lambda p: self._on_batch(self.objective.grad, p, element, False)
         if self.needs.value_fn:
@@ -194,11 +221,12 @@ class EpochProgram:
                                                          refresh)
         return extra
 
-    def step(self, carry, g, element, cost, refresh):
+    def step(self, carry, g, element, cost, refresh, grad_fn_value=None):
         """One update from gradient ``g`` of the batch that ``element`` describes."""
         x, state, ifo = carry
         g_true = self.full_grad(x) if self.record_variance else None
-        updates, state = self.optimizer.update(g, state, x, **self._extra(element, refresh))
+        updates, state = self.optimizer.update(g, state, x,
+                                               **self._extra(element, refresh, grad_fn_value))
         x_new = optax.apply_updates(x, updates)
         ifo = ifo + cost
         hist = self._history(x_new, state, ifo, g, g_true, refresh, element)
@@ -232,8 +260,9 @@ class EpochProgram:
 
     def _plain(self, carry, inputs):
         def body(c, element):
-            g = self._on_batch(self.objective.grad, c[0], element, False)
-            return self.step(c, g, element, step_cost(self.needs, self.plan.batch_size), False)
+            g, g_point = self.minibatch_grads(c[0], c[1], element)
+            return self.step(c, g, element, step_cost(self.needs, self.plan.batch_size), False,
+                             g_point)
 
         return lax.scan(body, carry, inputs)
 
@@ -245,9 +274,9 @@ class EpochProgram:
             c, h0 = self.step(c, g_big, big, cost, True)
 
             def inner(c2, element):
-                g = self._on_batch(self.objective.grad, c2[0], element, False)
+                g, g_point = self.minibatch_grads(c2[0], c2[1], element)
                 return self.step(c2, g, element, step_cost(self.needs, self.plan.batch_size),
-                                 False)
+                                 False, g_point)
 
             c, hs = lax.scan(inner, c, small)
             return c, jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), h0, hs)

@@ -111,7 +111,7 @@ def test_step_info_and_needs_are_found_through_chains():
     assert isinstance(info, rproxjax.StepInfo)
     assert optax.tree_utils.tree_get(state, "info") is info
     needs = rproxjax._contract.find_needs(jax.eval_shape(opt.init, X0))
-    assert needs == rproxjax.Needs(refresh_every=5, grad_fn=True)
+    assert needs == rproxjax.Needs(refresh_every=5, grad_fn=True, grad_fn_point="prev_params")
     assert rproxjax._contract.find_needs(rproxjax.manpg(0.1, None, tol=1e-6).init(X0)) == \
         rproxjax.Needs(value_fn=True, full_batch=True)
     assert rproxjax.step_info(optax.sgd(0.1).init(X0)) is None

@@ -126,3 +126,68 @@ def test_converges_on_planted_sparse_pca_and_stays_feasible(name, planted):
     # The estimate is the full gradient at refreshes (and only there).
     var, refresh = np.asarray(res.history.variance), np.asarray(res.history.refresh)
     assert np.all(var[refresh] < 1e-20) and np.all(var[~refresh] > 1e-12)
+
+
+# -- fit evaluates the estimators' second minibatch gradient with the first (one vmapped call).
+
+_DATA = jax.random.normal(jax.random.key(3), (64, 8)) @ jnp.diag(jnp.linspace(2.0, 0.5, 8))
+
+
+def _fused_and_plain(make_opt, monkeypatch):
+    """(params, loss traces) of a fit with the pair of gradients vmapped, and of one where
+    the runner declines it (the estimator then calls grad_fn)."""
+    from rproxjax import _program
+
+    x0 = stiefel.random_point(jax.random.key(4), 8, 2, jnp.float64)
+    out = []
+    for fused in (True, False):
+        traces = []
+
+        def loss(x, a, traces=traces):
+            traces.append(1)
+            return -0.5 * jnp.sum((a @ x) ** 2)
+
+        with monkeypatch.context() as m:
+            if not fused:
+                m.setattr(_program.EpochProgram, "_grad_point", lambda self, state: None)
+            res = rproxjax.fit(make_opt(), loss, x0, _DATA, key=jax.random.key(5), batch_size=8,
+                               num_epochs=2)
+        out.append((res.params, len(traces)))
+    return out
+
+
+@pytest.mark.parametrize("name", ["r_prox_spb", "r_prox_svrg", "r_prox_sarah"])
+def test_fit_evaluates_the_second_gradient_with_the_first(name, monkeypatch):
+    make = {"r_prox_spb": lambda: rproxjax.r_prox_spb(0.2, 0.5, rproxjax.l1(0.05), q=4),
+            "r_prox_svrg": lambda: rproxjax.r_prox_svrg(0.2, 0.5, rproxjax.l1(0.05), m=4),
+            "r_prox_sarah": lambda: rproxjax.r_prox_sarah(0.5, 0.5, rproxjax.l1(0.05), q=4)}
+    (x_fused, traces_fused), (x_plain, traces_plain) = _fused_and_plain(make[name], monkeypatch)
+    # The same iterates (the vmapped products may round differently), with the loss traced
+    # fewer times: the inner steps' second gradient is no separate call.
+    np.testing.assert_allclose(x_fused, x_plain, rtol=0, atol=1e-12)
+    assert traces_fused < traces_plain
+    assert rproxjax.stiefel.feasibility(x_fused) < 1e-12
+
+
+def test_estimators_use_the_given_gradient_at_their_point():
+    x0 = stiefel.random_point(jax.random.key(6), 8, 2, jnp.float64)
+    x1 = stiefel.retract(x0, 0.1 * stiefel.project(x0, jnp.ones((8, 2))))
+    g = jnp.full((8, 2), 0.3)
+    grad_fn = lambda p: 2.0 * p  # noqa: E731
+    for est in (rproxjax.sarah_estimator(3), rproxjax.svrg_estimator(3)):
+        state = est.init(x0)
+        _, state = est.update(g, state, x0, refresh=True)
+        point = state.prev_params if hasattr(state, "prev_params") else state.snapshot
+        by_fn, _ = est.update(g, state, x1, grad_fn=grad_fn, refresh=False)
+        given, _ = est.update(g, state, x1, grad_fn_value=grad_fn(point), refresh=False)
+        np.testing.assert_array_equal(by_fn, given)
+        with pytest.raises(ValueError, match="grad_fn"):
+            est.update(g, state, x1, refresh=False)
+
+
+def test_needs_keep_one_declared_point():
+    a = rproxjax.Needs(refresh_every=3, grad_fn=True, grad_fn_point="prev_params")
+    assert a.merge(rproxjax.Needs()).grad_fn_point == "prev_params"
+    assert a.merge(a).grad_fn_point == "prev_params"
+    b = rproxjax.Needs(refresh_every=3, grad_fn=True, grad_fn_point="snapshot")
+    assert a.merge(b).grad_fn_point is None
