@@ -51,7 +51,8 @@ class Needs:
         A runner may then evaluate the minibatch gradient at X_t and at that point in one
         ``jax.vmap``-ed call and pass the latter as the extra argument ``grad_fn_value``
         (``fit`` does; on MNIST sparse PCA on CPU the pair costs what one gradient does).
-        Two transformations that declare different points declare none.
+        A chain whose transformations call ``grad_fn`` at different points, or one of which
+        declares no point, merges to :data:`CONFLICTING_POINTS`: no value is passed then.
     """
 
     refresh_every: int | None = None
@@ -67,13 +68,33 @@ class Needs:
                 "two transformations of the chain need different refresh periods "
                 f"({self.refresh_every} and {other.refresh_every})."
             )
-        points = {self.grad_fn_point, other.grad_fn_point} - {None}
         return Needs(
             self.refresh_every if self.refresh_every is not None else other.refresh_every,
             self.grad_fn or other.grad_fn, self.value_fn or other.value_fn,
-            self.full_batch or other.full_batch,
-            points.pop() if len(points) == 1 else None,
+            self.full_batch or other.full_batch, _merge_points(self, other),
         )
+
+    @property
+    def paired_point(self) -> str | None:
+        """The state field whose point a runner may pair with X_t, or None."""
+        if not self.grad_fn or self.grad_fn_point in (None, CONFLICTING_POINTS):
+            return None
+        return self.grad_fn_point
+
+
+#: ``Needs.grad_fn_point`` of a merge that must not be paired (see :class:`Needs`). A
+#: conflict absorbs every later merge, so the result does not depend on the merge order.
+CONFLICTING_POINTS = "<conflicting>"
+
+
+def _merge_points(a: Needs, b: Needs) -> str | None:
+    # A transformation that calls grad_fn at an undeclared point counts as "?": alone (or
+    # with others like it) it merges to None, with a declared point to a conflict.
+    found = {n.grad_fn_point if n.grad_fn_point is not None else "?" if n.grad_fn else None
+             for n in (a, b)} - {None}
+    if not found or found == {"?"}:
+        return None
+    return found.pop() if len(found) == 1 else CONFLICTING_POINTS
 
 
 class StepInfo(NamedTuple):

@@ -183,30 +183,40 @@ class EpochProgram:
             return self.sampler.mean(fn, x)
         return self.sampler.apply_large(fn, x, element, self.plan.refresh_size)
 
-    def _grad_point(self, state):
+    def _grad_point(self, state, x):
         """The point at which the optimizer will call ``grad_fn`` (its state's
-        ``Needs.grad_fn_point`` field), or None."""
-        if not self.needs.grad_fn or self.needs.grad_fn_point is None:
+        ``Needs.grad_fn_point`` field), or None where there is none to pair with X."""
+        name = self.needs.paired_point
+        if name is None:
             return None
         try:
-            return otu.tree_get(state, self.needs.grad_fn_point)
+            point = otu.tree_get(state, name)
         except KeyError:  # two states hold such a field: grad_fn is called instead
             return None
+        same = jax.tree.structure(point) == jax.tree.structure(x) and all(
+            getattr(a, "shape", None) == b.shape and getattr(a, "dtype", None) == b.dtype
+            for a, b in zip(jax.tree.leaves(point), jax.tree.leaves(x), strict=True))
+        return point if same else None
 
     def minibatch_grads(self, x, state, element):
         """(grad at X, grad at the optimizer's ``grad_fn`` point or None) on one minibatch;
         both from one ``jax.vmap``-ed gradient over the two points where there is such a
-        point (the batch is gathered once, and the two products share their operands)."""
-        point = self._grad_point(state)
-        if point is None:
-            return self._on_batch(self.objective.grad, x, element, False), None
+        point (the batch is gathered once, and the two products share their operands).
+        A loss that cannot be vmapped over X (a callback without a batching rule) gets the
+        two gradients separately, the second from ``grad_fn``."""
+        point = self._grad_point(state, x)
+        if point is not None:
+            def pair(xs, batch):
+                return jax.vmap(self.objective.grad, in_axes=(0, None))(xs, batch)
 
-        def pair(xs, batch):
-            return jax.vmap(self.objective.grad, in_axes=(0, None))(xs, batch)
-
-        stacked = jax.tree.map(lambda a, b: jnp.stack([a, b]), x, point)
-        both = self._on_batch(pair, stacked, element, False)
-        return jax.tree.map(lambda a: a[0], both), jax.tree.map(lambda a: a[1], both)
+            stacked = jax.tree.map(lambda a, b: jnp.stack([a, b]), x, point)
+            try:
+                both = self._on_batch(pair, stacked, element, False)
+            except NotImplementedError:  # no batching rule: jax.vmap raises when traced
+                pass
+            else:
+                return jax.tree.map(lambda a: a[0], both), jax.tree.map(lambda a: a[1], both)
+        return self._on_batch(self.objective.grad, x, element, False), None
 
     def _extra(self, element, refresh, grad_fn_value=None):
         extra = {}

@@ -81,7 +81,8 @@ JACOBI_FIRST = True
 JACOBI_RHO_SCALE = 0.5
 # Adaptive rule: plain steps regularized like the reference (0.2 min(||E||, 0.1)) until a
 # step cuts ||E|| by less than ESCALATE (measured on the captured MNIST subproblems:
-# 0.2 is as good as 0.05-0.8 and the secant rule itself at rtol 1e-2).
+# 0.2 is as good as 0.05-0.8 and the secant rule itself at rtol 1e-2). Loose solves take
+# Jacobi steps instead where JACOBI_FIRST holds and the regularizer gives the diagonal.
 PLAIN_RHO_SCALE = 0.2
 ESCALATE = 0.2
 
@@ -184,7 +185,9 @@ def secant_step(x, xt, t, reg, tol, use_cg, escalated, lam, w, y, jac, e, norm_e
     test ||E|| <= tol + rtol ||Y - X||) raises the secant steps' regularization to
     LOOSE_RHO_SCALE and, unless LOOSE_SECANT_SHIFT, drops their shift: the step is then a
     regularized dual Newton step, taken in full when that meets the stopping test or cuts
-    ||E|| by UNIT_ACCEPT, and with the exact line search otherwise."""
+    ||E|| by UNIT_ACCEPT, and with the exact line search otherwise. With ``adaptive`` (and
+    JACOBI_FIRST), a loose solve's steps before it escalates are Jacobi steps instead of
+    plain Newton steps (:func:`rproxjax._newton.jacobi_direction`), accepted the same way."""
     loose = rtol > 0
     eps = jnp.finfo(x.dtype).eps
     secant_scale = jnp.where(loose, LOOSE_RHO_SCALE, RHO_SCALE)
@@ -207,8 +210,10 @@ def secant_step(x, xt, t, reg, tol, use_cg, escalated, lam, w, y, jac, e, norm_e
                                        use_cg)
     if adaptive and JACOBI_FIRST and hasattr(reg, "jacobian_gram_diagonal"):
         rho_j = JACOBI_RHO_SCALE * jnp.minimum(norm_e, 0.1) + 4.0 * t * eps
-        d, its = lax.cond(loose & ~escalated,
-                          lambda: _newton.jacobi_direction(x, t, reg, jac, e, rho_j),
+        jacobi = lambda: _newton.jacobi_direction(x, t, reg, jac, e, rho_j)  # noqa: E731
+        # The loose test outermost, as above: tight solves of batched lanes never form the
+        # Jacobi direction; loose ones form both where ``escalated`` differs between lanes.
+        d, its = lax.cond(loose, lambda: lax.cond(escalated, full_direction, jacobi),
                           full_direction)
     else:
         d, its = full_direction()

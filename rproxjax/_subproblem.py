@@ -340,10 +340,13 @@ def tangent_prox(
     * ``"adaptive"``: plain dual Newton steps (no secant shift) until a
       step cuts ||E|| by less than 5x, then the secant rule. Cheaper per call
       than ``"secant"`` at tight tolerances where few steps are needed, a few
-      more steps on degenerate problems; at loose tolerances (the stochastic
-      optimizers' default) the two cost about the same. In a batched
-      (accelerator) ``jax.vmap`` of tight solves its switch runs both
-      branches: use ``"secant"`` there.
+      more steps on degenerate problems. At loose tolerances (the stochastic
+      optimizers' default) its first steps are Jacobi steps (the Newton system
+      with the Gram matrix's diagonal, ``reg.jacobian_gram_diagonal``: about
+      half a Newton step's cost), then regularized Newton steps. In a batched
+      (accelerator) ``jax.vmap`` its switch runs both branches, the secant
+      shift's in tight solves (use ``"secant"`` there) and the Newton
+      direction's in loose ones (the Jacobi step then saves nothing).
     * ``"reference"``: the reference ManPG code's rule (regularization
       0.2 min(||E||, 0.1), backtracking on ||E||^2), kept to reproduce its
       published iteration counts.

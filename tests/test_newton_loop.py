@@ -182,8 +182,36 @@ for _name in ("value", "prox", "prox_jacobian", "subgradient", "jacobian_apply",
     setattr(_L1WithoutDiagonal, _name, getattr(_regularizers.L1, _name))
 
 
+def _first_step_cosine(reg, inst, direction):
+    """Cosine between a loose adaptive solve's first step and ``direction(x, t, jac, e, n)``
+    at the warm start; None where the warm start already meets the test."""
+    x, g, t = (jnp.asarray(inst[k]) for k in ("x", "g", "t"))
+    xtg = x.T @ g
+    lam0 = 0.25 * (xtg + xtg.T) + inst["lam_s"]
+    w0 = x - t * g + 2 * t * x @ lam0
+    y0, jac0, e0, n0 = _ssn_steps.residual(x, x.T, t, reg, w0)
+    tol, rtol = rproxjax.default_tol(jnp.float64), rproxjax.SSN_RTOL
+    if bool(_ssn_steps.meets_stopping_test(x, y0, n0, tol, rtol)):
+        return None
+    _, info = rproxjax.tangent_prox(x, g, t, reg, lam=lam0, rtol=rtol, max_steps=1,
+                                    method="adaptive")
+    d = np.asarray(direction(x, t, jac0, e0, float(n0))).ravel()
+    step = np.asarray(info.lam - lam0).ravel()
+    return step @ d / (np.linalg.norm(step) * np.linalg.norm(d))
+
+
 def test_a_regularizer_without_the_gram_diagonal_gets_newton_steps():
     assert not hasattr(_L1WithoutDiagonal(0.1), "jacobian_gram_diagonal")
+
+    def plain_newton(x, t, jac, e, norm_e):  # the adaptive rule's plain step, no shift
+        rho = _ssn_steps.PLAIN_RHO_SCALE * min(norm_e, 0.1) + 4 * float(t) * 2.0**-52
+        reg = rproxjax.l1(0.0)  # jacobian_gram reads the mask alone
+        return _newton.dense_direction(x, t, reg, jac, e, jnp.zeros_like(e), rho)[0]
+
+    cosines = [_first_step_cosine(_L1WithoutDiagonal(jnp.asarray(i["mu"])), i, plain_newton)
+               for i in load_instances(10, np.float64)]
+    cosines = [c for c in cosines if c is not None]
+    assert len(cosines) >= 3 and min(cosines) > 1 - 1e-10
     for inst in load_instances(10, np.float64)[::4]:
         xtg = inst["x"].T @ inst["g"]
         lam0 = 0.25 * (xtg + xtg.T) + inst["lam_s"]
@@ -196,3 +224,25 @@ def test_a_regularizer_without_the_gram_diagonal_gets_newton_steps():
         # Same problem, same stopping test: the two solutions agree to the loose tolerance.
         (z1, _), (z2, _) = out.values()
         assert float(jnp.linalg.norm(z1 - z2)) <= 0.2 * float(jnp.linalg.norm(z1)) + 1e-8
+
+
+def test_loose_solves_with_jacobi_steps_agree_mapped_and_batched(monkeypatch):
+    # Lanes that need steps, with different mu: mapped lanes take real branches, a batched
+    # loop selects between the Jacobi and the Newton direction per lane.
+    insts = [i for i in load_instances(10, np.float64) if i["mu"] in (0.05, 0.2)][:4]
+    x, g, t = (jnp.asarray(insts[0][k]) for k in ("x", "g", "t"))
+    mus = jnp.asarray([0.05, 0.1, 0.2, 0.3])
+    out = {}
+    for sequential in (True, False):
+        monkeypatch.setattr(_subproblem, "SEQUENTIAL_LANES", sequential)
+        jax.clear_caches()
+        solve = jax.jit(jax.vmap(lambda mu: rproxjax.tangent_prox(
+            x, g, t, rproxjax.l1(mu), rtol=rproxjax.SSN_RTOL, method="adaptive",
+            lam_h=jnp.asarray(insts[0]["lam_s"]))))
+        out[sequential] = solve(mus)
+    jax.clear_caches()
+    (z_map, i_map), (z_bat, i_bat) = out[True], out[False]
+    assert bool(jnp.all(i_map.converged)) and bool(jnp.all(i_bat.converged))
+    assert int(jnp.sum(i_map.num_steps)) > 0
+    np.testing.assert_array_equal(i_map.num_steps, i_bat.num_steps)
+    np.testing.assert_allclose(z_map, z_bat, rtol=0, atol=1e-12)

@@ -149,7 +149,7 @@ def _fused_and_plain(make_opt, monkeypatch):
 
         with monkeypatch.context() as m:
             if not fused:
-                m.setattr(_program.EpochProgram, "_grad_point", lambda self, state: None)
+                m.setattr(_program.EpochProgram, "_grad_point", lambda self, state, x: None)
             res = rproxjax.fit(make_opt(), loss, x0, _DATA, key=jax.random.key(5), batch_size=8,
                                num_epochs=2)
         out.append((res.params, len(traces)))
@@ -190,4 +190,50 @@ def test_needs_keep_one_declared_point():
     assert a.merge(rproxjax.Needs()).grad_fn_point == "prev_params"
     assert a.merge(a).grad_fn_point == "prev_params"
     b = rproxjax.Needs(refresh_every=3, grad_fn=True, grad_fn_point="snapshot")
-    assert a.merge(b).grad_fn_point is None
+    undeclared = rproxjax.Needs(grad_fn=True)
+    conflict = rproxjax._contract.CONFLICTING_POINTS
+    assert a.merge(b).grad_fn_point == conflict and a.merge(b).paired_point is None
+    assert a.merge(undeclared).grad_fn_point == conflict
+    assert undeclared.merge(undeclared).grad_fn_point is None
+    # A conflict absorbs later merges: the result does not depend on the order.
+    for order in ((a, b, a), (b, a, a), (a, a, b), (undeclared, a, a)):
+        merged = rproxjax.Needs()
+        for n in order:
+            merged = merged.merge(n)
+        assert merged.grad_fn_point == conflict and merged.paired_point is None
+    assert a.paired_point == "prev_params"
+
+
+@jax.custom_vjp
+def _host_loss(x, batch):
+    """-||batch x||^2 / (2 |batch|) evaluated on the host (no batching rule over x)."""
+    out = jax.ShapeDtypeStruct((), x.dtype)
+    return jax.pure_callback(lambda x, a: np.asarray(-0.5 * np.sum((a @ x) ** 2) / len(a),
+                                                     x.dtype), out, x, batch)
+
+
+def _host_loss_fwd(x, batch):
+    return _host_loss(x, batch), (x, batch)
+
+
+def _host_loss_bwd(res, ct):
+    x, batch = res
+    grad = jax.pure_callback(lambda x, a: np.asarray(-(a.T @ (a @ x)) / len(a), x.dtype),
+                             jax.ShapeDtypeStruct(x.shape, x.dtype), x, batch)
+    return ct * grad, jnp.zeros_like(batch)
+
+
+_host_loss.defvjp(_host_loss_fwd, _host_loss_bwd)
+
+
+def test_a_loss_without_a_batching_rule_gets_two_gradient_calls():
+    x0 = stiefel.random_point(jax.random.key(4), 8, 2, jnp.float64)
+    opt = lambda: rproxjax.r_prox_spb(0.2, 0.5, rproxjax.l1(0.05), q=4)  # noqa: E731
+    with pytest.raises(NotImplementedError):  # the pair of points cannot be vmapped
+        jax.vmap(_host_loss, in_axes=(0, None))(jnp.stack([x0, x0]), _DATA[:8])
+    host = rproxjax.fit(opt(), _host_loss, x0, _DATA, key=jax.random.key(5), batch_size=8,
+                        num_epochs=2, batched_loss=True)
+    traced = rproxjax.fit(opt(), lambda x, a: -0.5 * jnp.sum((a @ x) ** 2) / len(a), x0,
+                          _DATA, key=jax.random.key(5), batch_size=8, num_epochs=2,
+                          batched_loss=True)
+    np.testing.assert_allclose(host.params, traced.params, rtol=0, atol=1e-12)
