@@ -69,7 +69,10 @@ batched Newton ``while_loop`` for all lanes; by default a vmapped solve maps its
 CPU; elsewhere the vmap is that loop, and its columns read "= vmap"). Newton
 steps: the single run's mean, the mean over lanes and steps, and the lockstep count (max
 over lanes per step, averaged over steps), which is what a batched ``while_loop`` pays.
-The vmapped final points are checked against the sequential runs'.
+The vmapped final points are checked against the sequential runs'. Also timed: the vmap
+with one key for all lanes (``in_axes=(0, None, None)``, common random numbers: every lane
+draws the same minibatches, so the gathers are shared and the lanes' gradients share their
+operands), its final points checked against single runs with that key (untimed).
 
 Goals (targets measured, not assumed): (a) prox step / R-Subgrad step
 <= 1.5; (b) vmap 8 / single <= 2.5, and the vmapped sweep no slower than the
@@ -237,8 +240,10 @@ def compile_jobs(dtype, data, x0, runs, scans, programs):
                  "sarah2": after_refresh}.get(method, outs["subgrad"][:2])
         jobs.append(((dtype, row), fn, (*start, idx, data, mu)))
     for m, prog in programs.items():
+        mus, keys, d, x = prog["args"]
         jobs += [((dtype, m, "vmap"), prog["vmap"], prog["args"]),
-                 ((dtype, m, "map"), prog["map"], prog["args"])]
+                 ((dtype, m, "map"), prog["map"], prog["args"]),
+                 ((dtype, m, "shared"), prog["shared"], (mus, keys[0], d, x))]
     return jobs
 
 
@@ -364,7 +369,11 @@ def sweep_programs(method, dtype, data, x0):
                            in_axes=(0, 0, None, None)))
     mfn = jax.jit(lambda m, k, d, x: rproxjax.sweep(
         lambda mu, key: run(method, mu, key, d, x), m, k, lanes="map"))
-    return {"vmap": vfn, "map": mfn, "args": (mus, keys, data, x0)}
+    # One key for all lanes (common random numbers): every lane draws the same minibatches,
+    # so the gathers are shared and the lanes' gradients share their operands.
+    sfn = jax.jit(jax.vmap(lambda mu, k, d, x: run(method, mu, k, d, x),
+                           in_axes=(0, None, None, None)))
+    return {"vmap": vfn, "map": mfn, "shared": sfn, "args": (mus, keys, data, x0)}
 
 
 def bench_sweep(method, dtype, data, x0, single_fn, programs, repeats, compile_s):
@@ -391,12 +400,14 @@ def bench_sweep(method, dtype, data, x0, single_fn, programs, repeats, compile_s
             _subproblem.SEQUENTIAL_LANES = lanes_flag
             jax.clear_caches()
     mcompiled = programs["map"].lower(mus, keys, data, x0).compile()
+    scompiled = programs["shared"].lower(mus, keys[0], data, x0).compile()
     # The sequential runs' arguments indexed here: indexing inside the timed loop would
     # compile small programs there.
     lane_args = [(mus[i], keys[i]) for i in range(SWEEP_K)]
     key0 = keys[0]
     calls = {"map": lambda: mcompiled(mus, keys, data, x0),
              "vmap": lambda: vcompiled(mus, keys, data, x0),
+             "shared": lambda: scompiled(mus, key0, data, x0),
              "single": lambda: single_fn(mu1, key0, data, x0),
              "sequential": lambda: [single_fn(m, k, data, x0) for m, k in lane_args]}
     if bcompiled is not None:
@@ -416,8 +427,12 @@ def bench_sweep(method, dtype, data, x0, single_fn, programs, repeats, compile_s
     one_s, seq_s = samples["single"], samples["sequential"]
     if bcompiled is None:  # the vmap is the batched loop: its samples are the row's
         b_out, b_s = v_out, list(v_s)
-    v_t, one_t, seq_t, m_t, b_t = (statistics.median(s)
-                                   for s in (v_s, one_s, seq_s, m_s, b_s))
+    v_t, one_t, seq_t, m_t, b_t, s_t = (statistics.median(s)
+                                        for s in (v_s, one_s, seq_s, m_s, b_s,
+                                                  samples["shared"]))
+    # The shared-key lanes against single runs with that key (untimed): the same iterates.
+    shared_ref = np.stack([np.asarray(_sync(single_fn(m, key0, data, x0))[0])
+                           for m, _ in lane_args])
     lane_steps = np.asarray(v_out[2], np.float64)  # (lanes, steps)
     seq_steps = np.stack([np.asarray(o[2], np.float64) for o in seq_out])
     x_seq = np.stack([np.asarray(o[0]) for o in seq_out])
@@ -430,6 +445,9 @@ def bench_sweep(method, dtype, data, x0, single_fn, programs, repeats, compile_s
                                   "seconds": after[1] - before[1]},
         "single_s": one_t, "vmap_s": v_t, "sequential_s": seq_t, "map_s": m_t,
         "map_ratio": m_t / one_t,
+        "shared_key_s": s_t, "shared_key_ratio": s_t / one_t,
+        "max_abs_diff_shared_vs_single_runs_params": float(
+            np.max(np.abs(np.asarray(outs["shared"][0]) - shared_ref))),
         "vmap_batched_newton_s": b_t, "vmap_batched_newton_ratio": b_t / one_t,
         "max_abs_diff_batched_vs_sequential_params": float(
             np.max(np.abs(np.asarray(b_out[0]) - np.stack([np.asarray(o[0]) for o in seq_out])))),
@@ -441,7 +459,7 @@ def bench_sweep(method, dtype, data, x0, single_fn, programs, repeats, compile_s
         "meets_ratio_goal": bool(v_t / one_t <= GOAL_VMAP),
         "meets_sequential_goal": bool(v_t <= seq_t),
         "samples": {"vmap_s": v_s, "single_s": one_s, "sequential_s": seq_s, "map_s": m_s,
-                    "vmap_batched_newton_s": b_s},
+                    "vmap_batched_newton_s": b_s, "shared_key_s": samples["shared"]},
         "newton_single": float(np.mean(np.asarray(one_out[2]))),
         "newton_lanes_mean": float(lane_steps.mean()),
         "newton_lanes": lane_steps.mean(axis=1).tolist(),
@@ -460,6 +478,7 @@ def bench_sweep(method, dtype, data, x0, single_fn, programs, repeats, compile_s
         f"{res['max_abs_diff_vmap_vs_sequential_params']:.1e}; vmap compile {compile_s:.0f} s; "
         + ("the vmap is the batched Newton loop here" if batched_is_default else
            f"vmap with a batched Newton loop {b_t:.2f} s (ratio {b_t / one_t:.2f})")
+        + f"; one key for all lanes {s_t:.2f} s (ratio {s_t / one_t:.2f})"
         + f"; compiles while timing {res['compiles_while_timing']['count']}",
         flush=True,
     )
@@ -494,7 +513,8 @@ SWEEP_HEADERS = ["dtype", "method", "single mu=0.2 (s)", "vmap 8 (s)", "ratio",
                  "ratio vs mean single", "vmap speed-up vs sequential", "goal >= 1",
                  "Newton steps single / lanes mean / lockstep",
                  "sweep(lanes='map') 8 (s)", "map ratio", "vmap, batched Newton loop (s)",
-                 "its ratio"]
+                 "its ratio", "vmap, one key for all lanes (s)", "its ratio",
+                 "max |X - single run|"]
 ROW_ORDER = ("subgrad", "grad", "sgd", "sgd_ms0", "sgd_rtol0", "sgd_secant", "sgd_adaptive",
              "sgd_ref", "sarah", "sarah2", "refresh", "spb_avg")
 
@@ -532,6 +552,8 @@ def sweep_row(s):
         f"{s['map_s']:.3f}", f"{s['map_ratio']:.2f}",
         *(("= vmap", "= vmap") if s.get("vmap_batched_newton_is_vmap") else
           (f"{s['vmap_batched_newton_s']:.3f}", f"{s['vmap_batched_newton_ratio']:.2f}")),
+        f"{s['shared_key_s']:.3f}", f"{s['shared_key_ratio']:.2f}",
+        f"{s['max_abs_diff_shared_vs_single_runs_params']:.1e}",
     )
 
 
