@@ -62,3 +62,26 @@ def test_auto_is_vmap_and_bad_arguments_raise():
         rproxjax.sweep(f, jnp.arange(3.0), lanes="pmap")
     with pytest.raises(ValueError, match="at least one argument"):
         rproxjax.sweep(f)
+
+
+@pytest.mark.parametrize("method", ["r_prox_sgd", "r_prox_spb"])
+def test_lanes_sharing_one_key_equal_single_runs_with_it(method):
+    # Common random numbers: the key unbatched, every lane draws the same minibatches (one
+    # gather); each lane must still be the single run at its mu with that key.
+    data = jax.random.normal(jax.random.key(5), (200, 12))
+    x0 = stiefel.random_point(jax.random.key(6), 12, 3)
+
+    def run(mu, key):
+        opt = (rproxjax.r_prox_sgd(0.5, 0.1, rproxjax.l1(mu)) if method == "r_prox_sgd" else
+               rproxjax.r_prox_spb(0.2, 0.1, rproxjax.l1(mu), q=5))
+        res = rproxjax.pure_fit(opt, problems.spca_loss, x0, data, key=key, batch_size=20,
+                                num_epochs=1)
+        return res.params, res.history.ssn_steps
+
+    mus, key = jnp.array([0.05, 0.2, 0.8]), jax.random.key(1)
+    params, steps = jax.jit(jax.vmap(run, in_axes=(0, None)))(mus, key)
+    for i in range(3):
+        p1, s1 = jax.jit(run)(mus[i], key)
+        np.testing.assert_allclose(params[i], p1, atol=1e-9)
+        np.testing.assert_array_equal(steps[i], s1)
+    assert not np.allclose(params[0], params[2])  # the lanes differ by mu
