@@ -2,12 +2,13 @@
 # The device checks in one call, for a session lent a GPU machine with the workplace's CUDA
 # image (jax, optax, chex, pytest and pytest-xdist installed, no network): from the repository
 # root there, `bash benchmarks/gpu_checks.sh` (at most 9.5 minutes: give the call
-# timeout_s=575; `bash benchmarks/gpu_checks.sh scale` runs only that part; parts: scale
-# step_cost subproblem_real tests). The timed parts run first, on a quiet machine, and each
-# benchmark compiles its programs concurrently before timing them (16 host cores), then the
-# test suite runs on 14 workers for what time is left. JAX's default TF32 float32 matmuls stay
-# on: the library must not need the global setting. Writes to $OUT (or ./gpu_out) at most 7
-# files, so that all come back:
+# timeout_s=575; `bash benchmarks/gpu_checks.sh scale` runs only that part; parts, in their
+# default order: step_cost subproblem_real scale tests; step_cost first, as the kernel's
+# per-step rows are what a kernel change moves). The timed parts run first, on a quiet
+# machine, and each benchmark compiles its programs concurrently before timing them (16 host
+# cores), then the test suite runs on 14 workers for what time is left. JAX's default TF32
+# float32 matmuls stay on: the library must not need the global setting. Writes to $OUT
+# (or ./gpu_out) at most 7 files, so that all come back:
 #   log.txt          the JAX version and devices, every part's output, the tests' -v lines;
 #   scale_gpu.{md,json}         benchmarks/scale.py: the three sizes in float32 and float64,
 #                    8 and 64 lanes, R-ProxSGD also with each Newton linear solver forced;
@@ -23,7 +24,7 @@
 set -uo pipefail
 mkdir -p "${OUT:-gpu_out}"
 out="$(cd "${OUT:-gpu_out}" && pwd)"
-parts="${*:-scale step_cost subproblem_real tests}"
+parts="${*:-step_cost subproblem_real scale tests}"
 export PYTHONPATH="$PWD" PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
 log="$out/log.txt"
 python3 -c "import jax; print(jax.__version__, jax.devices())" >> "$log" 2>&1
