@@ -17,7 +17,7 @@
 # SCALE_SIZES (indices into scale.py's SIZES, in the order run) and TEST_PATHS (pytest's
 # paths, in the order sent to the workers) choose what a short lease covers first. All parts
 # do not fit one 15-minute lease: on an H200 (2026-11-27, gpu_logs/) the scale part ran out of
-# its 290 s during its third size, step_cost took 115 s, subproblem_real over 45 s, and the
+# its 290 s during its third size, step_cost took 113 s, subproblem_real over 45 s, and the
 # 252 tests never run there before 270 s on 14 workers.
 # The tests' counts (PASSED, FAILED, ERROR, SKIPPED lines of the -v output) end the log: a
 # pytest-xdist session stopped by the time limit writes no report of its own.

@@ -161,7 +161,7 @@ def _newton_loop(step, x, xt, t, reg, lam, w, tol, rtol, max_steps):
         # Entered only when a step is due: XLA hoists the steps' loop-invariant work (on X
         # alone) out of the loop, which calls that take no step would pay too (the prox step
         # with no Newton step went from 1.24-1.39x to 1.09-1.20x an R-Subgrad step in float64,
-        # benchmarks/results/step_cost.md before and after in git). Not where vmapped lanes
+        # benchmarks/results/step_cost.md before and after fd09b48). Not where vmapped lanes
         # share one loop: there the batched predicate makes the cond a select, which also
         # batched the loop's inner branches (loose solves of 8 mu lanes about 3x slower in a
         # one-off CPU measurement with SEQUENTIAL_LANES = False).
@@ -342,11 +342,12 @@ def tangent_prox(
       than ``"secant"`` at tight tolerances where few steps are needed, a few
       more steps on degenerate problems. At loose tolerances (the stochastic
       optimizers' default) its first steps are Jacobi steps (the Newton system
-      with the Gram matrix's diagonal, ``reg.jacobian_gram_diagonal``: about
-      half a Newton step's cost), then regularized Newton steps. In a batched
+      with the Gram matrix's diagonal, ``reg.jacobian_gram_diagonal``: 0.3-0.7
+      of a Newton step's cost on MNIST), then regularized Newton steps. In a batched
       (accelerator) ``jax.vmap`` its switch runs both branches, the secant
       shift's in tight solves (use ``"secant"`` there) and the Newton
-      direction's in loose ones (the Jacobi step then saves nothing).
+      direction's in loose ones where lanes differ in escalation (the Jacobi
+      step then saves little; not yet measured on an accelerator).
     * ``"reference"``: the reference ManPG code's rule (regularization
       0.2 min(||E||, 0.1), backtracking on ||E||^2), kept to reproduce its
       published iteration counts.
