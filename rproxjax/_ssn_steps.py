@@ -171,6 +171,42 @@ def exact_line_search(reg, t, w, y, e, d, p, passes=LINE_SEARCH_PASSES):
     return jnp.where(ok, s, one)
 
 
+def _secant_direction(x, xt, t, reg, tol, use_cg, escalated, w, jac, e, norm_e, *,
+                      passes, adaptive, loose):
+    """The direction of one :func:`secant_step` (its docstring says which): (D, CG its)."""
+    eps = jnp.finfo(x.dtype).eps
+    cap = jnp.minimum(norm_e, 0.1)
+    secant_scale = jnp.where(loose, LOOSE_RHO_SCALE, RHO_SCALE)
+    zeros = lambda: jnp.zeros_like(e)  # noqa: E731
+    secant = lambda: reg.secant_shift(w, x, e, t, passes)  # noqa: E731
+    if adaptive:
+        scale = jnp.where(escalated, secant_scale, PLAIN_RHO_SCALE)
+        shifted = lambda: lax.cond(escalated, secant, zeros)  # noqa: E731
+    else:
+        scale = secant_scale
+        shifted = secant
+    # The loose test outermost: in a batched vmap the lanes share rtol, so it stays a real
+    # branch there even where ``escalated`` differs between lanes.
+    shift = shifted() if LOOSE_SECANT_SHIFT else lax.cond(loose, zeros, shifted)
+    # To an absolute tolerance a small regularization: 0.2 ||E|| (the reference) throttles
+    # convergence once the secant shift handles the flat directions; 4t eps keeps the
+    # matrix definite.
+    rho = scale * cap + 4.0 * t * eps
+
+    def newton():
+        return direction(x, xt, t, reg, jac, e, shift, rho, tol, norm_e, use_cg)
+
+    if not (adaptive and JACOBI_FIRST and hasattr(reg, "jacobian_gram_diagonal")):
+        return newton()
+
+    def jacobi():
+        return _newton.jacobi_direction(x, t, reg, jac, e, JACOBI_RHO_SCALE * cap + 4.0 * t * eps)
+
+    # The loose test outermost, as above: tight solves of batched lanes never form the
+    # Jacobi direction; loose ones form both where ``escalated`` differs between lanes.
+    return lax.cond(loose, lambda: lax.cond(escalated, newton, jacobi), newton)
+
+
 def secant_step(x, xt, t, reg, tol, use_cg, escalated, lam, w, y, jac, e, norm_e, *,
                 passes, adaptive, rtol=0.0):
     """One step of the secant rule; returns the new ``escalated`` flag first.
@@ -189,34 +225,8 @@ def secant_step(x, xt, t, reg, tol, use_cg, escalated, lam, w, y, jac, e, norm_e
     JACOBI_FIRST), a loose solve's steps before it escalates are Jacobi steps instead of
     plain Newton steps (:func:`rproxjax._newton.jacobi_direction`), accepted the same way."""
     loose = rtol > 0
-    eps = jnp.finfo(x.dtype).eps
-    secant_scale = jnp.where(loose, LOOSE_RHO_SCALE, RHO_SCALE)
-    zeros = lambda: jnp.zeros_like(e)  # noqa: E731
-    secant = lambda: reg.secant_shift(w, x, e, t, passes)  # noqa: E731
-    if adaptive:
-        scale = jnp.where(escalated, secant_scale, PLAIN_RHO_SCALE)
-        shifted = lambda: lax.cond(escalated, secant, zeros)  # noqa: E731
-    else:
-        scale = secant_scale
-        shifted = secant
-    # The loose test outermost: in a batched vmap the lanes share rtol, so it stays a real
-    # branch there even where ``escalated`` differs between lanes.
-    shift = shifted() if LOOSE_SECANT_SHIFT else lax.cond(loose, zeros, shifted)
-    # To an absolute tolerance a small regularization: 0.2 ||E|| (the reference) throttles
-    # convergence once the secant shift handles the flat directions; 4t eps keeps the
-    # matrix definite.
-    rho = scale * jnp.minimum(norm_e, 0.1) + 4.0 * t * eps
-    full_direction = lambda: direction(x, xt, t, reg, jac, e, shift, rho, tol, norm_e,  # noqa: E731
-                                       use_cg)
-    if adaptive and JACOBI_FIRST and hasattr(reg, "jacobian_gram_diagonal"):
-        rho_j = JACOBI_RHO_SCALE * jnp.minimum(norm_e, 0.1) + 4.0 * t * eps
-        jacobi = lambda: _newton.jacobi_direction(x, t, reg, jac, e, rho_j)  # noqa: E731
-        # The loose test outermost, as above: tight solves of batched lanes never form the
-        # Jacobi direction; loose ones form both where ``escalated`` differs between lanes.
-        d, its = lax.cond(loose, lambda: lax.cond(escalated, full_direction, jacobi),
-                          full_direction)
-    else:
-        d, its = full_direction()
+    d, its = _secant_direction(x, xt, t, reg, tol, use_cg, escalated, w, jac, e, norm_e,
+                               passes=passes, adaptive=adaptive, loose=loose)
     p = (2.0 * t) * mm(x, d)
     at_one = residual(x, xt, t, reg, w + p)
     if UNIT_ACCEPT > 0:
