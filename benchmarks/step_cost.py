@@ -1,6 +1,6 @@
 """Benchmark: cost of one proximal step against one R-Subgrad step, and of a vmapped mu sweep.
 
-Run from the repository root (about 3 minutes on a quiet 2-core CPU; 152 s measured)::
+Run from the repository root (3-6 minutes on a quiet 2-core CPU; 197-330 s measured)::
 
     python benchmarks/step_cost.py                       # tables, saved
     python benchmarks/step_cost.py --dtypes float64 --no-save
@@ -72,7 +72,11 @@ over lanes per step, averaged over steps), which is what a batched ``while_loop`
 The vmapped final points are checked against the sequential runs'. Also timed: the vmap
 with one key for all lanes (``in_axes=(0, None, None)``, common random numbers: every lane
 draws the same minibatches, so the gathers are shared and the lanes' gradients share their
-operands), its final points checked against single runs with that key (untimed).
+operands), its final points checked against single runs with that key (untimed). And, in
+the same rounds, the floor: the same two vmaps and one run of R-Subgrad, which solves no
+subproblem (its step is the minibatch gradient, a subgradient of h and the retraction):
+what 8 lanes of the work every method shares cost against one lane. No proximal kernel can
+bring the sweep's ratio below it.
 
 Goals (targets measured, not assumed): (a) prox step / R-Subgrad step
 <= 1.5; (b) vmap 8 / single <= 2.5, and the vmapped sweep no slower than the
@@ -242,8 +246,9 @@ def compile_jobs(dtype, data, x0, runs, scans, programs):
     for m, prog in programs.items():
         mus, keys, d, x = prog["args"]
         jobs += [((dtype, m, "vmap"), prog["vmap"], prog["args"]),
-                 ((dtype, m, "map"), prog["map"], prog["args"]),
                  ((dtype, m, "shared"), prog["shared"], (mus, keys[0], d, x))]
+        if "map" in prog:
+            jobs.append(((dtype, m, "map"), prog["map"], prog["args"]))
     return jobs
 
 
@@ -361,19 +366,22 @@ def bench_steps(dtype, data, x0, runs, scans, repeats, seed, mus=MUS):
 # Part (b): the vmapped sweep
 
 
-def sweep_programs(method, dtype, data, x0):
-    """The sweep's jitted vmap and lanes="map" programs and their arguments."""
+def sweep_programs(method, dtype, data, x0, with_map=True):
+    """The sweep's jitted vmap (one key per lane and one key for all), lanes="map" (if
+    ``with_map``) programs and their arguments."""
     mus = jnp.geomspace(0.05, 0.8, SWEEP_K).astype(dtype)
     keys = jax.random.split(jax.random.key(3), SWEEP_K)
     vfn = jax.jit(jax.vmap(lambda mu, k, d, x: run(method, mu, k, d, x),
                            in_axes=(0, 0, None, None)))
-    mfn = jax.jit(lambda m, k, d, x: rproxjax.sweep(
-        lambda mu, key: run(method, mu, key, d, x), m, k, lanes="map"))
     # One key for all lanes (common random numbers): every lane draws the same minibatches,
     # so the gathers are shared and the lanes' gradients share their operands.
     sfn = jax.jit(jax.vmap(lambda mu, k, d, x: run(method, mu, k, d, x),
                            in_axes=(0, None, None, None)))
-    return {"vmap": vfn, "map": mfn, "shared": sfn, "args": (mus, keys, data, x0)}
+    programs = {"vmap": vfn, "shared": sfn, "args": (mus, keys, data, x0)}
+    if with_map:
+        programs["map"] = jax.jit(lambda m, k, d, x: rproxjax.sweep(
+            lambda mu, key: run(method, mu, key, d, x), m, k, lanes="map"))
+    return programs
 
 
 def bench_sweep(method, dtype, data, x0, single_fn, programs, repeats, compile_s):
@@ -401,11 +409,19 @@ def bench_sweep(method, dtype, data, x0, single_fn, programs, repeats, compile_s
             jax.clear_caches()
     mcompiled = programs["map"].lower(mus, keys, data, x0).compile()
     scompiled = programs["shared"].lower(mus, keys[0], data, x0).compile()
+    # The floor: the same sweep of R-Subgrad, which solves no subproblem (its step is the
+    # gradient, the subgradient of h and the retraction), timed in the same rounds.
+    floor = programs["floor"]
+    fvcompiled = floor["vmap"].lower(mus, keys, data, x0).compile()
+    fscompiled = floor["shared"].lower(mus, keys[0], data, x0).compile()
     # The sequential runs' arguments indexed here: indexing inside the timed loop would
     # compile small programs there.
     lane_args = [(mus[i], keys[i]) for i in range(SWEEP_K)]
     key0 = keys[0]
-    calls = {"map": lambda: mcompiled(mus, keys, data, x0),
+    calls = {"floor_vmap": lambda: fvcompiled(mus, keys, data, x0),
+             "floor_shared": lambda: fscompiled(mus, key0, data, x0),
+             "floor_single": lambda: floor["single"](mu1, key0, data, x0),
+             "map": lambda: mcompiled(mus, keys, data, x0),
              "vmap": lambda: vcompiled(mus, keys, data, x0),
              "shared": lambda: scompiled(mus, key0, data, x0),
              "single": lambda: single_fn(mu1, key0, data, x0),
@@ -430,6 +446,8 @@ def bench_sweep(method, dtype, data, x0, single_fn, programs, repeats, compile_s
     v_t, one_t, seq_t, m_t, b_t, s_t = (statistics.median(s)
                                         for s in (v_s, one_s, seq_s, m_s, b_s,
                                                   samples["shared"]))
+    fv_t, fs_t, f1_t = (statistics.median(samples[f"floor_{n}"])
+                        for n in ("vmap", "shared", "single"))
     # The shared-key lanes against single runs with that key (untimed): the same iterates.
     shared_ref = np.stack([np.asarray(_sync(single_fn(m, key0, data, x0))[0])
                            for m, _ in lane_args])
@@ -456,10 +474,14 @@ def bench_sweep(method, dtype, data, x0, single_fn, programs, repeats, compile_s
         "single_mean_of_8_s": seq_t / SWEEP_K,
         "ratio": v_t / one_t, "ratio_vs_mean_single": v_t / (seq_t / SWEEP_K),
         "speedup_vs_sequential": seq_t / v_t,
+        "subgrad_single_s": f1_t, "subgrad_vmap_s": fv_t, "subgrad_shared_key_s": fs_t,
+        "subgrad_vmap_ratio": fv_t / f1_t, "subgrad_shared_key_ratio": fs_t / f1_t,
         "meets_ratio_goal": bool(v_t / one_t <= GOAL_VMAP),
         "meets_sequential_goal": bool(v_t <= seq_t),
         "samples": {"vmap_s": v_s, "single_s": one_s, "sequential_s": seq_s, "map_s": m_s,
-                    "vmap_batched_newton_s": b_s, "shared_key_s": samples["shared"]},
+                    "vmap_batched_newton_s": b_s, "shared_key_s": samples["shared"],
+                    **{f"subgrad_{n}_s": samples[f"floor_{n}"]
+                       for n in ("vmap", "shared", "single")}},
         "newton_single": float(np.mean(np.asarray(one_out[2]))),
         "newton_lanes_mean": float(lane_steps.mean()),
         "newton_lanes": lane_steps.mean(axis=1).tolist(),
@@ -479,6 +501,7 @@ def bench_sweep(method, dtype, data, x0, single_fn, programs, repeats, compile_s
         + ("the vmap is the batched Newton loop here" if batched_is_default else
            f"vmap with a batched Newton loop {b_t:.2f} s (ratio {b_t / one_t:.2f})")
         + f"; one key for all lanes {s_t:.2f} s (ratio {s_t / one_t:.2f})"
+        + f"; R-Subgrad (the floor) vmap 8 ratio {fv_t / f1_t:.2f}, one key {fs_t / f1_t:.2f}"
         + f"; compiles while timing {res['compiles_while_timing']['count']}",
         flush=True,
     )
@@ -514,7 +537,8 @@ SWEEP_HEADERS = ["dtype", "method", "single mu=0.2 (s)", "vmap 8 (s)", "ratio",
                  "Newton steps single / lanes mean / lockstep",
                  "sweep(lanes='map') 8 (s)", "map ratio", "vmap, batched Newton loop (s)",
                  "its ratio", "vmap, one key for all lanes (s)", "its ratio",
-                 "max |X - single run|"]
+                 "max |X - single run|",
+                 "R-Subgrad (no subproblem): vmap 8 ratio / one-key ratio"]
 ROW_ORDER = ("subgrad", "grad", "sgd", "sgd_ms0", "sgd_rtol0", "sgd_secant", "sgd_adaptive",
              "sgd_ref", "sarah", "sarah2", "refresh", "spb_avg")
 
@@ -554,6 +578,7 @@ def sweep_row(s):
           (f"{s['vmap_batched_newton_s']:.3f}", f"{s['vmap_batched_newton_ratio']:.2f}")),
         f"{s['shared_key_s']:.3f}", f"{s['shared_key_ratio']:.2f}",
         f"{s['max_abs_diff_shared_vs_single_runs_params']:.1e}",
+        f"{s['subgrad_vmap_ratio']:.2f} / {s['subgrad_shared_key_ratio']:.2f}",
     )
 
 
@@ -591,6 +616,8 @@ def main(argv=None):
         print(f"{dtype}: data {data.shape} loaded [{time.perf_counter() - tic:.1f} s]", flush=True)
         programs = {} if args.no_sweep else {
             m: sweep_programs(m, dtype, data, x0) for m in ("sgd", "spb")}
+        if programs:
+            programs["subgrad"] = sweep_programs("subgrad", dtype, data, x0, with_map=False)
         compile_s = {}
         if not args.serial_compile:
             compile_s = _timing.precompile_reported(
@@ -600,9 +627,10 @@ def main(argv=None):
         if not args.no_sweep:
             for method in ("sgd", "spb"):
                 try:
+                    floor = {**programs["subgrad"], "single": runs["subgrad"]}
                     sweeps.append(bench_sweep(method, dtype, data, x0, runs[method],
-                                              programs[method], args.sweep_repeats,
-                                              compile_s))
+                                              {**programs[method], "floor": floor},
+                                              args.sweep_repeats, compile_s))
                 except Exception as exc:  # noqa: BLE001 - reported, not hidden
                     tb = traceback.format_exc(limit=8)
                     print(f"{dtype} sweep {method} FAILED:\n{tb}", flush=True)
@@ -634,6 +662,12 @@ def main(argv=None):
         print(f"\n{sweep_title}\n")
         sweep_md = sweep_title + "\n\n" + _timing.print_table(
             SWEEP_HEADERS, [sweep_row(s) for s in sweeps])
+        floor_note = ("The last column, the floor: the same vmaps (one key per lane / one key "
+                      "for all) of R-Subgrad, which solves no subproblem, over one R-Subgrad run "
+                      "in the same rounds: what 8 lanes of the gradients and retractions every "
+                      "method shares cost against one lane.")
+        sweep_md += "\n\n" + floor_note
+        print("\n" + floor_note)
         if any(s.get("vmap_batched_newton_is_vmap") for s in sweeps):
             sweep_md += "\n\n" + BATCHED_IS_VMAP
             print("\n" + BATCHED_IS_VMAP)
