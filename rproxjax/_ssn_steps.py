@@ -55,8 +55,8 @@ LOOSE_RHO_SCALE = 1.0
 # rtol 1e-2 it saves few steps: the captured MNIST subproblems take 0.81 / 1.09 adaptive
 # steps without it against 0.78 / 1.06 with it (r = 10 / 15; benchmarks/results/
 # subproblem_real.md as of commits d4ed139 and 1908b5a), the degenerate r = 32 set 3.0 (max 4)
-# either way (hard_subproblems.md; 3.5 (max 5) against 3.2 (max 4) on a capture of the
-# same run that differed by rounding).
+# either way (hard_subproblems.md as of 5fede63; 3.5 (max 5) against 3.2 (max 4) on a capture
+# of the same run that differed by rounding).
 # Solves to an absolute tolerance keep it: without it the MNIST r = 15 ones take 9.6
 # (max 78) secant steps at tol 1e-8 against 3.4 (max 10). Read when a solve is traced.
 LOOSE_SECANT_SHIFT = False

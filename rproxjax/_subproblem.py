@@ -112,7 +112,8 @@ def default_tol(dtype) -> float:
     times ||E|| where the subproblem is well conditioned and grows with its
     degeneracy (columns of Y with fewer nonzeros than r). On the captured MNIST
     subproblems solved to ||E|| <= 1e-8 it reached 13 ||E||_F (7.2e-9 entrywise) with
-    the default rule and 180 ||E||_F with others
+    the secant rule from the optimizers' warm start, up to 180 ||E||_F with other rules
+    and starts and 700 ||E||_F with the reference rule
     (``benchmarks/results/subproblem_real.md``).
     """
     if jnp.dtype(dtype) not in (jnp.float32, jnp.float64):
