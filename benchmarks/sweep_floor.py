@@ -19,9 +19,9 @@ Each is a compiled ``lax.scan`` of T = 50 steps carrying X, timed for one lane, 
 under ``jax.vmap`` with their own minibatch indices ("a key per lane") and for 8 lanes that
 share the indices ("one key for all"); medians over ``--repeats`` calls (default 20) after a
 warm-up call, interleaved round by round. The ratio is to the one lane's time in the same
-rounds. On 2 CPU cores these parts are compute-bound (a thin d x r product costs about
-20 GFLOP/s whether batched or not), so a ratio near 8 means the lanes gain nothing from the
-batch; a ratio near 1 would mean one lane was dominated by fixed per-call costs.
+rounds. A ratio near 8 means the lanes gain nothing from the batch (each lane reads its own
+gathered minibatch and runs its own thin products and r x r eigh); a ratio near 1 would mean
+one lane was dominated by fixed per-call costs that the batch shares.
 """
 
 from __future__ import annotations
