@@ -19,8 +19,9 @@ run that produces them does not change with the rule measured). Each subproblem 
 by ``rproxjax.tangent_prox`` with each rule ("adaptive", the stochastic optimizers' default,
 also with the two former rules of loose solves: regularization 1e-4 with the shift, and 1.0
 with it, both with a line search at every step; "secant"; "reference", cold-started) at the
-stochastic stopping test (``rtol=1e-2``, default tol) and
-at ``tol=1e-8`` (``rtol=0``), at most 200 steps; the table gives the steps per instance and
+stochastic optimizers' stopping test (``rtol=SSN_RTOL``, 0.1, default tol), at the former one
+(``rtol=1e-2``, where the former rules are measured too) and at ``tol=1e-8`` (``rtol=0``), at
+most 200 steps; the table gives the steps per instance and
 the mean (``!`` = not converged).
 """
 
@@ -55,7 +56,8 @@ RULES = ("adaptive", "secant", "reference")
 #: The rules of loose solves before this release, (LOOSE_RHO_SCALE, LOOSE_SECANT_SHIFT,
 #: UNIT_ACCEPT): first RHO_SCALE with the shift, then 1.0 with the shift; always a line search.
 SHIFTED_LOOSE_RULE = (1.0, True, 0.0, False)
-STOPS = {"rtol 1e-2": (None, 1e-2), "tol 1e-8": (1e-8, 0.0)}
+STOPS = {f"rtol {rproxjax.SSN_RTOL:g} (SSN_RTOL)": (None, rproxjax.SSN_RTOL),
+         "rtol 1e-2": (None, 1e-2), "tol 1e-8": (1e-8, 0.0)}
 
 
 def capture():
@@ -105,8 +107,9 @@ def main(argv=None):
     subs = capture()
     rows, results, nnz = [], {}, [None] * len(subs)
     runs = [(stop, rule, None) for stop in STOPS for rule in RULES]
-    runs[1:1] = [("rtol 1e-2", "adaptive", FIRST_LOOSE_RULE),  # the former loose rules
-                 ("rtol 1e-2", "adaptive", SHIFTED_LOOSE_RULE)]
+    after = runs.index(("rtol 1e-2", "adaptive", None)) + 1
+    runs[after:after] = [("rtol 1e-2", "adaptive", FIRST_LOOSE_RULE),  # the former loose rules
+                         ("rtol 1e-2", "adaptive", SHIFTED_LOOSE_RULE)]
     for stop, rule, former in runs:
         tol, rtol = STOPS[stop]
         with loose_rule(former):
