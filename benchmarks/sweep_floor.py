@@ -40,18 +40,15 @@ from jax import lax  # noqa: E402
 
 import rproxjax  # noqa: E402
 from rproxjax import stiefel  # noqa: E402
-from rproxjax.problems import spca_loss  # noqa: E402
 
 try:  # run as a script: benchmarks/ is on sys.path
     import _timing
+    from step_cost import B, D, N, R, batch_grad  # the instance and gradient of step_cost
 except ImportError:  # run as `python -m benchmarks.sweep_floor`
     from benchmarks import _timing
+    from benchmarks.step_cost import B, D, N, R, batch_grad
 
-N, D, R, B, T, LANES = 20_000, 784, 10, 100, 50, 8
-
-
-def batch_grad(x, batch):
-    return jax.grad(lambda p: jnp.mean(jax.vmap(spca_loss, in_axes=(None, 0))(p, batch)))(x)
+T, LANES = 50, 8
 
 
 def _retract(x, u):
