@@ -89,10 +89,8 @@ def tight_references(r):
 
 
 def _start(inst, warm):
-    if warm == "lam_s":  # the optimizers' Lambda_0, given as the multiplier itself
-        xtg = inst["x"].T @ inst["g"]
-        return 0.25 * (xtg + xtg.T) + inst["lam_s"]
-    return {"lam": inst["lam_prev"], "lam_h": inst["lam_h_prev"]}[warm]
+    # "lam_s": the optimizers' Lambda_0, given as the multiplier itself
+    return {"lam": inst["lam_prev"], "lam_h": inst["lam_h_prev"], "lam_s": inst["lam0"]}[warm]
 
 
 def _error_over_residual(diff, info, dtype):

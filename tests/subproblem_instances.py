@@ -52,6 +52,8 @@ def load_instances(r: int, dtype=np.float64) -> list[dict]:
       (r x r, ``dtype``): the optimizers' warm start is Lambda_0 = sym(X^T G) / 2 + lam_s
       (``tangent_prox(..., lam=sym(X^T G) / 2 + lam_s)`` solves what
       ``tangent_prox(..., subgradient=S_prev)`` does);
+    * ``lam0``: that warm start, sym(X^T G) / 2 + lam_s (r x r, ``dtype``, formed from the
+      arrays above);
     * ``method``: ``"R-ProxSGD"`` or ``"R-ProxSPB"``; ``step``: the iteration (int);
       ``eta``: the step eta_t the optimizer used at that iteration (float).
 
@@ -77,4 +79,7 @@ def load_instances(r: int, dtype=np.float64) -> list[dict]:
             "step": int(a[f"step_r{r}"][i]),
             "eta": float(a[f"eta_r{r}"][i]),
         })
+        inst = out[-1]
+        xtg = inst["x"].T @ inst["g"]
+        inst["lam0"] = 0.25 * (xtg + xtg.T) + inst["lam_s"]
     return out

@@ -53,11 +53,10 @@ def _instance():
 @pytest.mark.parametrize("sequential", [True, False])
 def test_a_warm_start_that_meets_the_test_takes_no_step(sequential, monkeypatch):
     inst = _instance()
-    xtg = inst["x"].T @ inst["g"]
     reg = rproxjax.l1(inst["mu"])
     # The tight solution as the warm start: it meets the loose test at once.
     _, tight = rproxjax.tangent_prox(inst["x"], inst["g"], inst["t"], reg, tol=1e-12,
-                                     lam=0.25 * (xtg + xtg.T) + inst["lam_s"])
+                                     lam=inst["lam0"])
     monkeypatch.setattr(_subproblem, "SEQUENTIAL_LANES", sequential)
     jax.clear_caches()
     try:
@@ -85,11 +84,9 @@ def test_a_loose_step_that_meets_the_test_takes_no_line_search():
     with loose_rule(rule):
         for r in (10, 15):
             for inst in load_instances(r, np.float64):
-                xtg = inst["x"].T @ inst["g"]
                 _, info = rproxjax.tangent_prox(
                     inst["x"], inst["g"], inst["t"], rproxjax.l1(inst["mu"]),
-                    rtol=rproxjax.SSN_RTOL, method="adaptive",
-                    lam=0.25 * (xtg + xtg.T) + inst["lam_s"])
+                    rtol=rproxjax.SSN_RTOL, method="adaptive", lam=inst["lam0"])
                 assert bool(info.converged)
                 if int(info.num_steps) == 1:
                     full += int(info.num_evaluations) == 2
@@ -150,9 +147,7 @@ def test_jacobi_step_is_the_newton_step_where_the_jacobian_is_the_identity():
 def _first_step_cosine(reg, inst, direction):
     """Cosine between a loose adaptive solve's first step and ``direction(x, t, jac, e, n)``
     at the warm start; None where the warm start already meets the test."""
-    x, g, t = (jnp.asarray(inst[k]) for k in ("x", "g", "t"))
-    xtg = x.T @ g
-    lam0 = 0.25 * (xtg + xtg.T) + inst["lam_s"]
+    x, g, t, lam0 = (jnp.asarray(inst[k]) for k in ("x", "g", "t", "lam0"))
     w0 = x - t * g + 2 * t * x @ lam0
     y0, jac0, e0, n0 = _ssn_steps.residual(x, x.T, t, reg, w0)
     tol, rtol = rproxjax.default_tol(jnp.float64), rproxjax.SSN_RTOL
@@ -201,8 +196,7 @@ def test_a_regularizer_without_the_gram_diagonal_gets_newton_steps():
     cosines = [c for c in cosines if c is not None]
     assert len(cosines) >= 3 and min(cosines) > 1 - 1e-10
     for inst in load_instances(10, np.float64)[::4]:
-        xtg = inst["x"].T @ inst["g"]
-        lam0 = 0.25 * (xtg + xtg.T) + inst["lam_s"]
+        lam0 = inst["lam0"]
         out = {}
         for reg in (rproxjax.l1(inst["mu"]), _L1WithoutDiagonal(jnp.asarray(inst["mu"]))):
             zeta, info = rproxjax.tangent_prox(inst["x"], inst["g"], inst["t"], reg, lam=lam0,

@@ -153,8 +153,7 @@ def _from_subgradient(r, dtype, **kw):
 
     out = []
     for i in load_instances(r, dtype):
-        xtg = i["x"].T @ i["g"]
-        out.append(solve(i["x"], i["g"], i["t"], i["mu"], 0.25 * (xtg + xtg.T) + i["lam_s"]))
+        out.append(solve(i["x"], i["g"], i["t"], i["mu"], i["lam0"]))
     return out
 
 
