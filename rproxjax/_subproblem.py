@@ -51,11 +51,12 @@ CG_THRESHOLD = 16
 METHODS = ("secant", "adaptive", "reference")
 #: Breakpoints walked per coordinate by the secant rule.
 SECANT_PASSES = 3
-#: How ``jax.vmap`` batches a solve (read when it is traced): ``None`` (default) maps
-#: the lanes one after another (a ``custom_vmap`` rule, :func:`_mapped_lanes`) on CPU and runs
-#: one batched Newton loop elsewhere; ``True`` / ``False`` force either. On CPU a batched
-#: loop runs every lane for as many steps as the slowest needs, and its kernels, already
-#: small, gain nothing from the batch (benchmarks/results/step_cost.md).
+#: How ``jax.vmap`` batches a solve (read when it is traced): ``None`` (default) runs the
+#: lanes' Newton loops one after another (a ``custom_vmap`` rule, :func:`_mapped_lanes`; the
+#: work before and after the loops stays batched) on CPU and one batched Newton loop
+#: elsewhere; ``True`` / ``False`` force either. On CPU a batched loop runs every lane for as
+#: many steps as the slowest needs, and its kernels, already small, gain nothing from the
+#: batch (benchmarks/results/step_cost.md).
 SEQUENTIAL_LANES = None
 
 
@@ -132,9 +133,10 @@ def _all_finite(*trees):
     return jnp.all(jnp.array([jnp.all(jnp.isfinite(a)) for a in leaves]))
 
 
-def _newton_loop(step, x, xt, t, reg, lam, w, tol, rtol, max_steps):
-    """The bounded Newton iteration; returns (steps, status, CG its, evals, best)."""
-    y, jac, e, norm_e = _ssn_steps.residual(x, xt, t, reg, w)
+def _newton_loop(step, x, tol, rtol, max_steps, start):
+    """The bounded Newton iteration of ``step`` (on this X) from ``start`` = (Lambda, W, Y,
+    jac, E, ||E||); returns (steps, status, CG its, evals, best = (Lambda, Y, ||E||, W))."""
+    lam, w, y, jac, e, norm_e = start
 
     def done(y, norm_e):
         return _ssn_steps.meets_stopping_test(x, y, norm_e, tol, rtol)
@@ -176,7 +178,7 @@ def _newton_loop(step, x, xt, t, reg, lam, w, tol, rtol, max_steps):
     else:
         final = lax.while_loop(cond, body, init)
     k, _, _, _, _, _, _, status, n_lin, n_eval, best, _ = final
-    return k, status, n_lin, n_eval, best, done
+    return k, status, n_lin, n_eval, best
 
 
 def _initial_multiplier(x, smooth, lam, lam_h, sub):
@@ -189,24 +191,38 @@ def _initial_multiplier(x, smooth, lam, lam_h, sub):
     return smooth + lam_h
 
 
-def _solve(x, g, t, reg, lam, smooth, tol, rtol, max_steps: int, use_cg: bool,
-           method: str):
+def _begin(x, g, t, reg, lam):
+    """The solve before its Newton loop: (X^T, start = (Lambda, W, Y, jac, E, ||E||))."""
     # X^T materialized once: XLA's transposed-operand products X^T Y were
     # measured 1.5-2x slower on two CPU threads.
     xt = lax.optimization_barrier(x.T)
-    if method in ("secant", "adaptive"):
-        step = functools.partial(_ssn_steps.secant_step, passes=SECANT_PASSES,
-                                 adaptive=method == "adaptive", rtol=rtol)
-    else:
-        step = _ssn_steps.reference_step
-    step = functools.partial(step, x, xt, t, reg, tol, use_cg)
+    w0 = x - t * g + (2.0 * t) * mm(x, lam)
+    return xt, (lam, w0, *_ssn_steps.residual(x, xt, t, reg, w0))
+
+
+def _loop(max_steps: int, use_cg: bool, method: str):
+    """The Newton loop, (x, xt, t, reg, tol, rtol, start) -> (steps, status, CG its, evals,
+    best = (Lambda, Y, ||E||, W))."""
+
+    def loop(x, xt, t, reg, tol, rtol, start):
+        if method in ("secant", "adaptive"):
+            step = functools.partial(_ssn_steps.secant_step, passes=SECANT_PASSES,
+                                     adaptive=method == "adaptive", rtol=rtol)
+        else:
+            step = _ssn_steps.reference_step
+        step = functools.partial(step, x, xt, t, reg, tol, use_cg)
+        return _newton_loop(step, x, tol, rtol, max_steps, start)
+
+    return loop
+
+
+def _finish(x, g, t, reg, lam0, smooth, tol, rtol, out):
+    """(zeta, info) from the loop's output ``out``."""
+    k, status, n_lin, n_eval, (lam, y, norm_e, w) = out
     # Non-finite inputs can be hidden by the prox (soft-thresholding maps NaN
     # to 0), so they are detected explicitly; such a call returns zeta = 0.
-    inputs_finite = _all_finite(x, g, t, lam, reg)
-    w0 = x - t * g + (2.0 * t) * mm(x, lam)
-    k, status, n_lin, n_eval, (lam, y, norm_e, w), done = _newton_loop(
-        step, x, xt, t, reg, lam, w0, tol, rtol, max_steps)
-    converged = done(y, norm_e) & inputs_finite
+    inputs_finite = _all_finite(x, g, t, lam0, reg)
+    converged = _ssn_steps.meets_stopping_test(x, y, norm_e, tol, rtol) & inputs_finite
     status = jnp.where(
         converged, Status.SUCCESSFUL,
         jnp.where(status == Status.SUCCESSFUL, Status.MAX_STEPS_REACHED, status),
@@ -228,6 +244,19 @@ def _solve(x, g, t, reg, lam, smooth, tol, rtol, max_steps: int, use_cg: bool,
     return zeta, info
 
 
+def _solver(max_steps: int, use_cg: bool, method: str):
+    """solve(x, g, t, reg, lam0, smooth, tol, rtol) -> (zeta, info); where
+    :func:`sequential_lanes`, with a ``custom_vmap`` rule (:func:`_mapped_lanes`)."""
+    loop = _loop(max_steps, use_cg, method)
+
+    def solve(x, g, t, reg, lam, smooth, tol, rtol):
+        xt, start = _begin(x, g, t, reg, lam)
+        out = loop(x, xt, t, reg, tol, rtol, start)
+        return _finish(x, g, t, reg, lam, smooth, tol, rtol, out)
+
+    return _mapped_lanes(solve, loop) if sequential_lanes() else solve
+
+
 def sequential_lanes() -> bool:
     """Whether a ``jax.vmap``-ed solve runs its lanes one after another: on CPU, unless
     :data:`SEQUENTIAL_LANES` says otherwise."""
@@ -238,44 +267,47 @@ def sequential_lanes() -> bool:
 
 @functools.partial(jax.jit, static_argnames=("max_steps", "use_cg", "method"))
 def _solve_jit(x, g, t, reg, lam, lam_h, sub, tol, rtol, max_steps, use_cg, method):
-    def solve(x, g, t, reg, lam, smooth, tol, rtol):
-        return _solve(x, g, t, reg, lam, smooth, tol, rtol, max_steps, use_cg, method)
-
-    if sequential_lanes():
-        # Under vmap, a batched while_loop runs every lane until the slowest ends, and on
-        # CPU a lane's small kernels gain nothing from batching: map the lanes instead.
-        solve = _mapped_lanes(solve)
     # The warm start is resolved here, outside the mapped-lanes rule: its arguments are then
     # all arrays (no None), as custom_vmap needs under jax.jacfwd. sym(X^T G) / 2 is formed
     # once, for Lambda_0 and for info.lam_h.
     smooth = _smooth_part(x, g)
     lam0 = _initial_multiplier(x, smooth, lam, lam_h, sub)
-    return solve(x, g, t, reg, lam0, smooth, tol, rtol)
+    return _solver(max_steps, use_cg, method)(x, g, t, reg, lam0, smooth, tol, rtol)
 
 
-def _mapped_lanes(fn):
-    """``fn`` whose ``vmap`` runs the lanes one after another (``lax.map``). Unlike
-    ``jax.custom_batching.sequential_vmap`` it also accepts a batch with no batched
-    argument (``jax.jacfwd``: only tangents batched), where it computes ``fn`` once."""
-    raw, fn = fn, jax.custom_batching.custom_vmap(fn)
+def _mapped_lanes(solve, loop):
+    """``solve`` whose ``vmap`` runs the lanes' Newton loops (``loop``) one after another
+    (``lax.map``) while the work before and after them (the starting residual and stopping
+    test, zeta) stays batched: most loose solves take no Newton step. Unlike
+    ``jax.custom_batching.sequential_vmap`` it also accepts a batch with no batched argument
+    (``jax.jacfwd``: only tangents batched), where it computes ``solve`` once."""
+    fn = jax.custom_batching.custom_vmap(solve)
 
     @fn.def_vmap
-    def rule(axis_size, in_batched, *args):
-        del axis_size
-        flags = jax.tree.leaves(in_batched)
-        if not any(flags):
-            out = raw(*args)
+    def rule(axis_size, in_batched, x, g, t, reg, lam, smooth, tol, rtol):
+        args = (x, g, t, reg, lam, smooth, tol, rtol)
+        if not any(jax.tree.leaves(in_batched)):
+            out = solve(*args)
             return out, jax.tree.map(lambda _: False, out)
-        flat, tree = jax.tree.flatten(list(args))
-        mapped = [a for a, b in zip(flat, flags, strict=True) if b]
+        axes = [jax.tree.map(lambda b: 0 if b else None, f) for f in in_batched]
+        bx, bg, bt, breg, blam, bsmooth, btol, brtol = axes
+        xt, start = jax.vmap(_begin, in_axes=(bx, bg, bt, breg, blam))(x, g, t, reg, lam)
+        # The loops' arguments: X^T and the start are batched now, the others as given.
+        fx, _, ft, freg, _, _, ftol, frtol = in_batched
+        loop_args = (x, xt, t, reg, tol, rtol, start)
+        loop_flags = (fx, True, ft, freg, ftol, frtol, jax.tree.map(lambda _: True, start))
+        flat, tree = jax.tree.flatten(loop_args)
+        flags = jax.tree.leaves(loop_flags)
 
         def lane(lane_args):
             it = iter(lane_args)
             merged = [next(it) if b else a for a, b in zip(flat, flags, strict=True)]
-            return raw(*jax.tree.unflatten(tree, merged))
+            return loop(*jax.tree.unflatten(tree, merged))
 
-        out = lax.map(lane, mapped)
-        return out, jax.tree.map(lambda _: True, out)
+        out = lax.map(lane, [a for a, b in zip(flat, flags, strict=True) if b])
+        res = jax.vmap(_finish, in_axes=(bx, bg, bt, breg, blam, bsmooth, btol, brtol, 0))(
+            x, g, t, reg, lam, smooth, tol, rtol, out)
+        return res, jax.tree.map(lambda _: True, res)
 
     return fn
 
@@ -325,11 +357,12 @@ def tangent_prox(
     regularizer's strength, ``lam``, ``lam_h``, ``subgradient`` or the
     tolerances change value.
     It can be ``jax.vmap``-ed over ``x``, ``g``, ``t``, ``lam`` and the
-    regularizer (for instance over many values of mu). On CPU the lanes of a
-    vmapped solve run one after another, each for its own number of Newton
-    steps (a ``jax.custom_batching.custom_vmap`` rule), while the work around it
-    (gradients) stays batched; on accelerators they form one batched loop that
-    runs until its slowest lane ends (``_subproblem.SEQUENTIAL_LANES``).
+    regularizer (for instance over many values of mu). On CPU the Newton loops
+    of a vmapped solve's lanes run one after another, each for its own number
+    of steps (a ``jax.custom_batching.custom_vmap`` rule), while the work
+    around them (the starting residual, the stopping test, zeta; gradients)
+    stays batched; on accelerators they form one batched loop that runs until
+    its slowest lane ends (``_subproblem.SEQUENTIAL_LANES``).
 
     Methods:
 

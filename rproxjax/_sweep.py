@@ -20,7 +20,8 @@ def sweep(fn, *args, lanes: Literal["auto", "vmap", "map"] = "auto", batch_size=
     * ``lanes="vmap"``: ``jax.vmap(fn)(*args)``, one batched program. rproxjax's
       subproblem solves inside it map their lanes one after another on CPU (each takes
       its own Newton steps) and form one batched Newton loop on accelerators (which runs
-      until its slowest lane ends); the work around them (gradients) stays batched.
+      until its slowest lane ends); the work around their Newton loops (the starting
+      residual, zeta, gradients) stays batched.
       A ``lax.cond`` on a batched value runs both branches.
     * ``lanes="map"``: ``jax.lax.map``, the whole lanes one after another inside one
       compiled program (``batch_size`` lanes vmapped at a time): the least memory.

@@ -37,10 +37,11 @@ def test_loop_returns_the_iterate_that_meets_the_stopping_test():
     def step(aux, lam, w, y, jac, e, norm_e):
         return aux, (lam + 1.0, y1, y1, jac1, e1, norm1, jnp.int32(0), jnp.int32(1))
 
-    k, status, _, _, (lam, y, norm_e, w), done = _subproblem._newton_loop(
-        step, x, x.T, t, reg, jnp.zeros((2, 2)), w0, tol, rtol, 10)
+    start = (jnp.zeros((2, 2)), w0, *_ssn_steps.residual(x, x.T, t, reg, w0))
+    k, status, _, _, (lam, y, norm_e, w) = _subproblem._newton_loop(
+        step, x, tol, rtol, 10, start)
     assert int(k) == 1 and int(status) == rproxjax.Status.SUCCESSFUL
-    assert bool(done(y, norm_e))
+    assert bool(_ssn_steps.meets_stopping_test(x, y, norm_e, tol, rtol))
     np.testing.assert_allclose(y, y1)
     np.testing.assert_allclose(float(norm_e), float(norm1))
     np.testing.assert_allclose(lam, jnp.ones((2, 2)))

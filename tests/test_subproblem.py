@@ -140,6 +140,24 @@ def test_vmapped_solves_map_their_lanes_on_cpu(lanes_flag):
     scans = _count_primitives(jaxpr, "scan", length=3)
     assert (scans >= 1) == sequential
     assert _count_primitives(jaxpr, "while") >= 1
+    if sequential:
+        # Only the loops are mapped: the starting residual (its products X Lambda and X^T Y)
+        # and zeta stay batched, outside the scan; inside it, products only in the loop.
+        body = _find_scan_body(jaxpr, length=3)
+        assert not [e for e in body.eqns if e.primitive.name == "dot_general"]
+        assert _count_primitives(body, "dot_general") >= 1
+
+
+def _find_scan_body(jaxpr, **params):
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "scan" and all(eqn.params.get(k) == v
+                                                for k, v in params.items()):
+            return eqn.params["jaxpr"].jaxpr
+        for sub in jax.extend.core.jaxprs_in_params(eqn.params):
+            found = _find_scan_body(sub, **params)
+            if found is not None:
+                return found
+    return None
 
 
 def test_vmap_over_mu_equals_python_loop(lanes_flag):
