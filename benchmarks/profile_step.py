@@ -25,8 +25,8 @@ Each piece is timed inside a compiled ``fori_loop`` (``_timing.time_per_iteratio
   tolerances), warm-started as the optimizers do, from the subgradient of h of a solve at
   the same point with another minibatch (the optimizer state's own is not read); with
   ``max_steps=0`` (setup and the first evaluation of E), hence the cost per Newton step;
-* the polar retraction (two passes of an r x r eigh) of the resulting step; "the rest" is
-  update minus subproblem minus retraction.
+* the polar retraction (one pass of an r x r eigh; two where cond^2 > 100) of the
+  resulting step; "the rest" is update minus subproblem minus retraction.
 
 Measured alternatives (the library is not modified): the polar factor through eigh of
 the r x r Gram, the QR retraction, the gradient on a contiguous slice instead of a
@@ -264,7 +264,7 @@ def piece_lines(out, peak, repeats):
         f"first E): {_us(out['ssn_fixed_s'])}; so per Newton step "
         f"{_us(out['per_newton_step_s'])} (dense reference step's bound "
         f"{_us(_flops.ssn_flops(1, evals / max(steps, 1), D, R) / peak)})",
-        f"  - polar retraction (two r x r eigh passes): {_us(out['retraction_s'])} "
+        f"  - polar retraction (r x r eigh, one pass): {_us(out['retraction_s'])} "
         f"({_share(out, 'retraction_s')}; bound {_us(_flops.retraction_flops(D, R) / peak)})",
         f"  - the rest (schedule, guards, finiteness checks, norms, apply_updates): "
         f"{_us(out['rest_s'])} (pieces timed separately on a shared machine need not add up)",

@@ -96,22 +96,41 @@ def _sign_fix_qr(a):
     return q * signs[..., None, :]
 
 
+#: The polar factor's second pass runs where cond(a)^2 (the ratio of the largest to the
+#: smallest eigenvalue of a^T a) exceeds this. Measured at d = 784, r = 10: one pass leaves
+#: ||U^T U - I||_F at 2-9e-15 (float64) and at the float32 rounding level up to cond(a)^2 =
+#: 1e4 (X + zeta with rank-one tangent steps; random steps stay below 1.5), and 7e-11 /
+#: 6e-3 at 1e8, where the second pass restores 4e-15 / 3e-6. A retraction after a step of
+#: an optimizer (||zeta|| well below 1) has cond(a)^2 near 1.
+_SECOND_PASS_COND2 = 100.0
+
+
 def _inv_sqrt_factor(a):
-    """a (a^T a)^{-1/2} through an r x r eigendecomposition."""
+    """(a (a^T a)^{-1/2}, cond(a)^2) through an r x r eigendecomposition."""
     w, q = jnp.linalg.eigh(mm(_mT(a), a))
     scaled = q * jax.lax.rsqrt(jnp.maximum(w, jnp.finfo(a.dtype).tiny))[..., None, :]
-    return mm(a, mm(scaled, _mT(q)))
+    return mm(a, mm(scaled, _mT(q))), w[..., -1] / w[..., 0]
 
 
 def _polar_factor(a):
     """Orthonormal polar factor U V^T of a d x r matrix, O(d r^2).
 
-    a (a^T a)^{-1/2} via an r x r eigendecomposition, applied twice: the first
-    pass loses orthogonality like eps * cond(a)^2, the second (on a nearly
-    orthonormal matrix) restores it to rounding error. Measured 3-5x faster
-    than a thin SVD at d = 784, r = 10 on CPU.
+    a (a^T a)^{-1/2} via an r x r eigendecomposition. One pass loses
+    orthogonality like eps * cond(a)^2 at worst; a second pass (on the nearly
+    orthonormal result) restores it to rounding error. On CPU the second pass
+    runs only where some matrix of the batch has cond(a)^2 above
+    ``_SECOND_PASS_COND2`` (a ``lax.cond``; under ``jax.vmap`` it becomes a
+    select and both passes run), which saves a third of a polar retraction
+    (54 -> 36 us at d = 784, r = 10, float64); elsewhere both passes always run
+    (no conditional on the device). Measured 3-5x faster than a thin SVD at
+    d = 784, r = 10 on CPU.
     """
-    return _inv_sqrt_factor(_inv_sqrt_factor(a))
+    u, cond2 = _inv_sqrt_factor(a)
+    second = lambda u: _inv_sqrt_factor(u)[0]  # noqa: E731
+    if jax.default_backend() != "cpu":
+        return second(u)
+    # NaN or inf (a singular a) takes the second pass too.
+    return jax.lax.cond(~jnp.all(cond2 <= _SECOND_PASS_COND2), second, lambda u: u, u)
 
 
 def _retract_exp(x, v):

@@ -85,6 +85,47 @@ def test_polar_matches_formula():
     np.testing.assert_allclose(stiefel.retract(x, v, method="polar"), expected, atol=1e-13)
 
 
+def _ill_conditioned_step(seed, d, r, size, dtype=jnp.float64):
+    """A point and a rank-one tangent step of spectral norm ``size``: cond(X + V)^2 = 1 +
+    size^2."""
+    x, v = _point_and_tangent(seed, d, r, dtype)
+    v = stiefel.project(x, v.at[:, 1:].set(0.0))
+    return x, size * v / jnp.linalg.norm(v, 2)
+
+
+@pytest.mark.parametrize("dtype, bound", [(jnp.float64, 1e-13), (jnp.float32, 1e-5)])
+def test_polar_takes_its_second_pass_where_one_is_not_enough(dtype, bound, monkeypatch):
+    # cond(X + V)^2 = 1e8: one pass of a (a^T a)^{-1/2} loses orthogonality (eps cond^2).
+    x, v = _ill_conditioned_step(14, 60, 4, 1e4, dtype)
+    y = stiefel.retract(x, v, method="polar")
+    assert float(stiefel.feasibility(y)) < bound
+    # In a batch with a well-conditioned step, and vmapped: the batch takes both passes.
+    x2, v2 = _point_and_tangent(15, 60, 4, dtype, scale=0.1)
+    xs, vs = jnp.stack([x2, x]), jnp.stack([v2, v])
+    for ys in (stiefel.retract(xs, vs, method="polar"),
+               jax.vmap(lambda a, b: stiefel.retract(a, b, method="polar"))(xs, vs)):
+        assert float(jnp.max(stiefel.feasibility(ys))) < bound
+    # The case needs it: with the second pass turned off, one pass alone fails the bound.
+    monkeypatch.setattr(stiefel, "_SECOND_PASS_COND2", float("inf"))
+    jax.clear_caches()
+    try:
+        one = stiefel.retract(x, v, method="polar")
+    finally:
+        jax.clear_caches()
+    if jax.default_backend() == "cpu":  # elsewhere both passes always run
+        assert float(stiefel.feasibility(one)) > bound
+
+
+def test_polar_one_pass_agrees_with_the_svd_polar_factor():
+    # Steps of an optimizer (cond(X + V)^2 near 1) take one pass: still the polar factor.
+    for scale in (1e-3, 0.1, 1.0):
+        x, v = _point_and_tangent(16, 50, 5, scale=scale)
+        u, _, vt = np.linalg.svd(np.asarray(x + v), full_matrices=False)
+        y = stiefel.retract(x, v, method="polar")
+        np.testing.assert_allclose(y, u @ vt, atol=1e-13)
+        assert float(stiefel.feasibility(y)) < 1e-13
+
+
 def test_exp_is_a_geodesic():
     # The exponential satisfies Exp_x(2 v) = Exp_{Exp_x(v)}(transported v) ... check instead
     # the defining property that the curve has constant speed: Exp_x(s v) at s and 2s.
