@@ -113,24 +113,53 @@ def _inv_sqrt_factor(a):
 
 
 def _polar_factor(a):
-    """Orthonormal polar factor U V^T of a d x r matrix, O(d r^2).
+    """Orthonormal polar factor U V^T of a d x r matrix (or a batch), O(d r^2).
 
     a (a^T a)^{-1/2} via an r x r eigendecomposition. One pass loses
     orthogonality like eps * cond(a)^2 at worst; a second pass (on the nearly
     orthonormal result) restores it to rounding error. On CPU the second pass
     runs only where some matrix of the batch has cond(a)^2 above
-    ``_SECOND_PASS_COND2`` (a ``lax.cond``; under ``jax.vmap`` it becomes a
-    select and both passes run), which saves a third of a polar retraction
-    (54 -> 36 us at d = 784, r = 10, float64); elsewhere both passes always run
-    (no conditional on the device). Measured 3-5x faster than a thin SVD at
-    d = 784, r = 10 on CPU.
+    ``_SECOND_PASS_COND2`` (:func:`_polar_cpu`), which saves a third of a polar
+    retraction (54 -> 35 us at d = 784, r = 10, float64); elsewhere both passes
+    always run (no conditional on the device). Measured 3-5x faster than a thin
+    SVD at d = 784, r = 10 on CPU.
     """
+    if jax.default_backend() != "cpu":
+        return _inv_sqrt_factor(_inv_sqrt_factor(a)[0])[0]
+    return _polar_cpu(a)
+
+
+def _polar_passes(a):
+    """One pass, and the second where some matrix of the batch (leading dimensions of a)
+    needs it: a ``lax.cond`` on the whole batch. NaN or inf (a singular a) takes it too."""
     u, cond2 = _inv_sqrt_factor(a)
     second = lambda u: _inv_sqrt_factor(u)[0]  # noqa: E731
-    if jax.default_backend() != "cpu":
-        return second(u)
-    # NaN or inf (a singular a) takes the second pass too.
     return jax.lax.cond(~jnp.all(cond2 <= _SECOND_PASS_COND2), second, lambda u: u, u)
+
+
+def _vmap_as_batch(axis_size, in_batched, a):
+    """``jax.vmap`` of :func:`_polar_passes`: the lanes as a leading batch dimension, so that
+    the second pass stays a real branch (taken by all lanes if one needs it) instead of a
+    select that runs both passes for every lane."""
+    del axis_size
+    return _polar_passes(a), in_batched[0]
+
+
+_polar_batched = jax.custom_batching.custom_vmap(_polar_passes)
+_polar_batched.def_vmap(_vmap_as_batch)
+
+
+@jax.custom_jvp
+def _polar_cpu(a):
+    """:func:`_polar_passes` whose ``jax.vmap`` keeps the branch (``custom_vmap``, which has
+    no reverse-mode rule: derivatives go through the plain function, where a vmapped branch
+    is a select)."""
+    return _polar_batched(a)
+
+
+@_polar_cpu.defjvp
+def _polar_cpu_jvp(primals, tangents):
+    return jax.jvp(_polar_passes, primals, tangents)
 
 
 def _retract_exp(x, v):

@@ -116,6 +116,27 @@ def test_polar_takes_its_second_pass_where_one_is_not_enough(dtype, bound, monke
         assert float(stiefel.feasibility(one)) > bound
 
 
+def test_vmapped_polar_keeps_its_branch_and_derivatives():
+    x, v = _point_and_tangent(17, 30, 4)
+    xs = jnp.stack([x, x]) + 0.0
+    vs = jnp.stack([0.1 * v, 0.5 * v])
+    retract = lambda a, b: stiefel.retract(a, b, method="polar")  # noqa: E731
+    jaxpr = str(jax.make_jaxpr(jax.vmap(retract))(xs, vs))
+    # On CPU the lanes share one branch (taken by all if one needs the second pass), not a
+    # select that runs both passes for every lane.
+    assert ("cond[" in jaxpr) == (jax.default_backend() == "cpu")
+    np.testing.assert_allclose(jax.vmap(retract)(xs, vs),
+                               jnp.stack([retract(x, vs[0]), retract(x, vs[1])]), atol=1e-14)
+    f = lambda s, a, b: jnp.sum(retract(a, s * b)[:, 0])  # noqa: E731
+    grads = jax.vmap(jax.grad(f), (None, 0, 0))(0.3, xs, vs)
+    fwd = jax.vmap(lambda a, b: jax.jvp(lambda s: f(s, a, b), (0.3,), (1.0,))[1])(xs, vs)
+    for i in range(2):
+        h = 1e-6
+        fd = (f(0.3 + h, x, vs[i]) - f(0.3 - h, x, vs[i])) / (2 * h)
+        np.testing.assert_allclose(grads[i], fd, rtol=1e-6, atol=1e-9)
+        np.testing.assert_allclose(fwd[i], fd, rtol=1e-6, atol=1e-9)
+
+
 def test_polar_one_pass_agrees_with_the_svd_polar_factor():
     # Steps of an optimizer (cond(X + V)^2 near 1) take one pass: still the polar factor.
     for scale in (1e-3, 0.1, 1.0):
