@@ -15,8 +15,8 @@ and ``m = r (r + 1) / 2`` is the number of symmetric coordinates of the multipli
   one pass of A (A^T A)^{-1/2}: 2 d r^2 for the Gram, about 9 r^3 for its symmetric
   eigendecomposition (Golub and Van Loan), 2 r^3 for the scaled V V^T and 2 d r^2 for
   the product: 4 d r^2 + 11 r^3 (a second pass, as much again, runs only where
-  cond(A)^2 > 100, and always on accelerators and under ``jax.vmap``: not counted, the
-  bound stays a lower bound);
+  cond(A)^2 > 100 (for every lane of a ``jax.vmap`` where one lane needs it), and always
+  on accelerators: not counted, the bound stays a lower bound);
 * tangent projection (R-Subgrad, the SARAH transport): 4 d r^2;
 * one iteration: R-ProxSGD = minibatch gradient + SSN + retraction; R-ProxSPB SARAH
   step = two minibatch gradients (at X_t and X_{t-1}) + projection + SSN +

@@ -285,13 +285,15 @@ def _mapped_lanes(solve, loop):
 
     @fn.def_vmap
     def rule(axis_size, in_batched, x, g, t, reg, lam, smooth, tol, rtol):
+        # axis_size given to the inner vmaps: the batch can be in tol or rtol alone.
         args = (x, g, t, reg, lam, smooth, tol, rtol)
         if not any(jax.tree.leaves(in_batched)):
             out = solve(*args)
             return out, jax.tree.map(lambda _: False, out)
         axes = [jax.tree.map(lambda b: 0 if b else None, f) for f in in_batched]
         bx, bg, bt, breg, blam, bsmooth, btol, brtol = axes
-        xt, start = jax.vmap(_begin, in_axes=(bx, bg, bt, breg, blam))(x, g, t, reg, lam)
+        xt, start = jax.vmap(_begin, in_axes=(bx, bg, bt, breg, blam),
+                             axis_size=axis_size)(x, g, t, reg, lam)
         # The loops' arguments: X^T and the start are batched now, the others as given.
         fx, _, ft, freg, _, _, ftol, frtol = in_batched
         loop_args = (x, xt, t, reg, tol, rtol, start)
@@ -305,8 +307,8 @@ def _mapped_lanes(solve, loop):
             return loop(*jax.tree.unflatten(tree, merged))
 
         out = lax.map(lane, [a for a, b in zip(flat, flags, strict=True) if b])
-        res = jax.vmap(_finish, in_axes=(bx, bg, bt, breg, blam, bsmooth, btol, brtol, 0))(
-            x, g, t, reg, lam, smooth, tol, rtol, out)
+        res = jax.vmap(_finish, in_axes=(bx, bg, bt, breg, blam, bsmooth, btol, brtol, 0),
+                       axis_size=axis_size)(x, g, t, reg, lam, smooth, tol, rtol, out)
         return res, jax.tree.map(lambda _: True, res)
 
     return fn

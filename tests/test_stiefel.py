@@ -137,6 +137,22 @@ def test_vmapped_polar_keeps_its_branch_and_derivatives():
         np.testing.assert_allclose(fwd[i], fd, rtol=1e-6, atol=1e-9)
 
 
+def test_reverse_mode_through_a_vmapped_polar_retraction():
+    # vmap inside the derivative: the tangent rule must not hold the branch (a batched cond
+    # is a select whose stop_gradient cannot be transposed).
+    x, v = _point_and_tangent(18, 30, 4)
+    vs = jnp.stack([0.1 * v, 0.5 * v, 2.0 * v])
+    retract = jax.vmap(lambda b: stiefel.retract(x, b, method="polar"))
+    loss = lambda b: jnp.sum(retract(b)[:, :, 0] ** 3)  # noqa: E731
+    grad = jax.grad(loss)(vs)
+    u = jax.random.normal(jax.random.key(19), vs.shape)
+    h = 1e-6
+    fd = (loss(vs + h * u) - loss(vs - h * u)) / (2 * h)
+    np.testing.assert_allclose(jnp.sum(grad * u), fd, rtol=1e-6)
+    jac = jax.jacrev(lambda b: retract(b)[:, 0, 0])(vs)
+    assert jac.shape == (3, 3, 30, 4) and bool(jnp.all(jnp.isfinite(jac)))
+
+
 def test_polar_one_pass_agrees_with_the_svd_polar_factor():
     # Steps of an optimizer (cond(X + V)^2 near 1) take one pass: still the polar factor.
     for scale in (1e-3, 0.1, 1.0):

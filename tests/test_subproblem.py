@@ -186,6 +186,21 @@ def test_nested_vmap_with_unbatched_arguments(lanes_flag):
             assert int(infos.num_steps[i, j]) == int(info.num_steps)
 
 
+@pytest.mark.parametrize("which", ["tol", "rtol"])
+def test_vmap_over_tolerances_alone(lanes_flag, which):
+    # Only a tolerance batched: the mapped-lanes rule's batched parts take the batch size
+    # from the rule, not from x, g, t, mu or the warm start.
+    x, g = _instance(3, 40, 5)
+    values = jnp.array([1e-4, 1e-8, 1e-12]) if which == "tol" else jnp.array([0.0, 1e-2, 0.5])
+    solve = lambda v: rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(0.1), **{which: v})  # noqa: E731
+    zetas, infos = jax.jit(jax.vmap(solve))(values)
+    for i, v in enumerate(values):
+        zeta, info = rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(0.1), **{which: float(v)})
+        np.testing.assert_allclose(zetas[i], zeta, atol=1e-14)
+        assert int(infos.num_steps[i]) == int(info.num_steps)
+        assert bool(infos.converged[i])
+
+
 def test_forward_mode_derivatives_in_both_lane_modes(lanes_flag):
     # jax.jacfwd batches only tangents: the mapped-lanes rule must accept a batch with no
     # batched argument. Checked against central differences and a vmapped jvp.
