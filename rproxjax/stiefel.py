@@ -116,6 +116,7 @@ def _two_passes(a):
     return _inv_sqrt_factor(_inv_sqrt_factor(a)[0])[0]
 
 
+@jax.custom_jvp
 def _polar_factor(a):
     """Orthonormal polar factor U V^T of a d x r matrix (or a batch), O(d r^2).
 
@@ -123,15 +124,29 @@ def _polar_factor(a):
     orthogonality like eps * cond(a)^2 at worst; a second pass (on the nearly
     orthonormal result) restores it to rounding error. On CPU the second pass
     runs only where some matrix of the batch has cond(a)^2 above
-    ``_SECOND_PASS_COND2`` (:func:`_polar_cpu`), which saves a third of a polar
-    retraction (54 -> 35 us at d = 784, r = 10, float64); elsewhere both passes
-    always run (no conditional on the device). The backend is read when the
-    function is traced (``jax.default_backend()``). Measured 3-5x faster than a
-    thin SVD at d = 784, r = 10 on CPU.
+    ``_SECOND_PASS_COND2`` (:func:`_polar_passes`; under ``jax.vmap`` the lanes
+    share the branch), which saves a third of a polar retraction (54 -> 35 us
+    at d = 784, r = 10, float64); elsewhere both passes always run (no
+    conditional on the device). The backend is read when the function is traced
+    (``jax.default_backend()``). Derivatives go through one pass
+    (:func:`_polar_jvp`). Measured 3-5x faster than a thin SVD at d = 784,
+    r = 10 on CPU.
     """
     if jax.default_backend() != "cpu":
         return _two_passes(a)
-    return _polar_cpu(a)
+    return _polar_batched(a)
+
+
+@_polar_factor.defjvp
+def _polar_jvp(primals, tangents):
+    # The tangent of the polar factor through one pass, free of the branch: under vmap a
+    # batched cond becomes a select whose stop_gradient in the linear part cannot be
+    # transposed (reverse mode of a vmapped retraction failed), and custom_vmap has no
+    # reverse-mode rule. One pass computes the same function; a second pass's eigh sees the
+    # equal eigenvalues of U^T U = I, where the derivative of eigh is not finite (reverse
+    # mode of a vmapped two-pass retraction gave NaN).
+    _, du = jax.jvp(lambda a: _inv_sqrt_factor(a)[0], primals, tangents)
+    return _polar_factor(*primals), du
 
 
 def _polar_passes(a):
@@ -153,24 +168,6 @@ def _vmap_as_batch(axis_size, in_batched, a):
 
 _polar_batched = jax.custom_batching.custom_vmap(_polar_passes)
 _polar_batched.def_vmap(_vmap_as_batch)
-
-
-@jax.custom_jvp
-def _polar_cpu(a):
-    """:func:`_polar_passes` whose ``jax.vmap`` keeps the branch (``custom_vmap``, which has
-    no reverse-mode rule)."""
-    return _polar_batched(a)
-
-
-@_polar_cpu.defjvp
-def _polar_cpu_jvp(primals, tangents):
-    # The tangent of the polar factor through one pass, free of the branch: under vmap a
-    # batched cond becomes a select whose stop_gradient in the linear part cannot be
-    # transposed (reverse mode of a vmapped retraction would fail). One pass computes the same
-    # function; a second pass's eigh sees equal eigenvalues (those of U^T U = I), where the
-    # derivative of eigh is not finite.
-    _, du = jax.jvp(lambda a: _inv_sqrt_factor(a)[0], primals, tangents)
-    return _polar_cpu(*primals), du
 
 
 def _retract_exp(x, v):

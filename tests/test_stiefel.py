@@ -137,9 +137,16 @@ def test_vmapped_polar_keeps_its_branch_and_derivatives():
         np.testing.assert_allclose(fwd[i], fd, rtol=1e-6, atol=1e-9)
 
 
-def test_reverse_mode_through_a_vmapped_polar_retraction():
+@pytest.mark.parametrize("path", ["this backend", "accelerator path"])
+def test_reverse_mode_through_a_vmapped_polar_retraction(path, monkeypatch, request):
     # vmap inside the derivative: the tangent rule must not hold the branch (a batched cond
-    # is a select whose stop_gradient cannot be transposed).
+    # is a select whose stop_gradient cannot be transposed), nor the second pass (its eigh
+    # sees equal eigenvalues). The accelerator path (both passes, no branch) is traced here
+    # by making the backend read "gpu" while tracing.
+    if path == "accelerator path":
+        monkeypatch.setattr(stiefel.jax, "default_backend", lambda: "gpu")
+        jax.clear_caches()
+        request.addfinalizer(jax.clear_caches)  # no trace of that path outlives the test
     x, v = _point_and_tangent(18, 30, 4)
     vs = jnp.stack([0.1 * v, 0.5 * v, 2.0 * v])
     retract = jax.vmap(lambda b: stiefel.retract(x, b, method="polar"))
