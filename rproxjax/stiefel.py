@@ -101,7 +101,8 @@ def _sign_fix_qr(a):
 #: ||U^T U - I||_F at 2-9e-15 (float64) and at the float32 rounding level up to cond(a)^2 =
 #: 1e4 (X + zeta with rank-one tangent steps; random steps stay below 1.5), and 7e-11 /
 #: 6e-3 at 1e8, where the second pass restores 4e-15 / 3e-6. A retraction after a step of
-#: an optimizer (||zeta|| well below 1) has cond(a)^2 near 1.
+#: an optimizer (||zeta|| well below 1) has cond(a)^2 near 1. tests/test_stiefel.py checks one
+#: pass at 1e2 and 1e4 and two at 1e8 (d = 60, r = 4).
 _SECOND_PASS_COND2 = 100.0
 
 
@@ -125,9 +126,10 @@ def _polar_factor(a):
     orthonormal result) restores it to rounding error. On CPU the second pass
     runs only where some matrix of the batch has cond(a)^2 above
     ``_SECOND_PASS_COND2`` (:func:`_polar_passes`; under ``jax.vmap`` the lanes
-    share the branch), which saves a third of a polar retraction (54 -> 35 us
-    at d = 784, r = 10, float64); elsewhere both passes always run (no
-    conditional on the device). The backend is read when the function is traced
+    share the branch), which saves about a third of a polar retraction (51 ->
+    36 us a step at d = 784, r = 10, float64, ``benchmarks/results/
+    sweep_floor.md``); elsewhere both passes always run (no conditional on the
+    device). The backend is read when the function is traced
     (``jax.default_backend()``). Derivatives go through one pass
     (:func:`_polar_jvp`). Measured 3-5x faster than a thin SVD at d = 784,
     r = 10 on CPU.

@@ -116,9 +116,23 @@ def test_polar_takes_its_second_pass_where_one_is_not_enough(dtype, bound, monke
         assert float(stiefel.feasibility(one)) > bound
 
 
+@pytest.mark.parametrize("cond2", [1e2, 1e4])
+def test_one_polar_pass_is_enough_well_beyond_its_threshold(cond2, monkeypatch):
+    # The margin of _SECOND_PASS_COND2 = 100: one pass alone (the second turned off) still
+    # leaves X^T X = I to rounding at cond(X + V)^2 = 1e2 and 1e4.
+    x, v = _ill_conditioned_step(21, 60, 4, float(np.sqrt(cond2 - 1.0)))
+    monkeypatch.setattr(stiefel, "_SECOND_PASS_COND2", float("inf"))
+    jax.clear_caches()
+    try:
+        y = stiefel.retract(x, v, method="polar")
+    finally:
+        jax.clear_caches()
+    assert float(stiefel.feasibility(y)) < 1e-13
+
+
 def test_vmapped_polar_keeps_its_branch_and_derivatives():
     x, v = _point_and_tangent(17, 30, 4)
-    xs = jnp.stack([x, x]) + 0.0
+    xs = jnp.stack([x, x])
     vs = jnp.stack([0.1 * v, 0.5 * v])
     retract = lambda a, b: stiefel.retract(a, b, method="polar")  # noqa: E731
     jaxpr = str(jax.make_jaxpr(jax.vmap(retract))(xs, vs))

@@ -119,15 +119,20 @@ def lanes_flag(request):
     jax.clear_caches()
 
 
+def _equations(jaxpr, name, **params):
+    """The equations of a primitive (with the given params) in a jaxpr, sub-jaxprs
+    included."""
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == name and all(eqn.params.get(k) == v
+                                              for k, v in params.items()):
+            yield eqn
+        for sub in jax.extend.core.jaxprs_in_params(eqn.params):
+            yield from _equations(sub, name, **params)
+
+
 def _count_primitives(jaxpr, name, **params):
     """Occurrences of a primitive (with the given params) in a jaxpr, sub-jaxprs included."""
-    count = 0
-    for eqn in jaxpr.eqns:
-        count += eqn.primitive.name == name and all(
-            eqn.params.get(k) == v for k, v in params.items())
-        for sub in jax.extend.core.jaxprs_in_params(eqn.params):
-            count += _count_primitives(sub, name, **params)
-    return count
+    return sum(1 for _ in _equations(jaxpr, name, **params))
 
 
 def test_vmapped_solves_map_their_lanes_on_cpu(lanes_flag):
@@ -143,21 +148,9 @@ def test_vmapped_solves_map_their_lanes_on_cpu(lanes_flag):
     if sequential:
         # Only the loops are mapped: the starting residual (its products X Lambda and X^T Y)
         # and zeta stay batched, outside the scan; inside it, products only in the loop.
-        body = _find_scan_body(jaxpr, length=3)
+        body = next(_equations(jaxpr, "scan", length=3)).params["jaxpr"].jaxpr
         assert not [e for e in body.eqns if e.primitive.name == "dot_general"]
         assert _count_primitives(body, "dot_general") >= 1
-
-
-def _find_scan_body(jaxpr, **params):
-    for eqn in jaxpr.eqns:
-        if eqn.primitive.name == "scan" and all(eqn.params.get(k) == v
-                                                for k, v in params.items()):
-            return eqn.params["jaxpr"].jaxpr
-        for sub in jax.extend.core.jaxprs_in_params(eqn.params):
-            found = _find_scan_body(sub, **params)
-            if found is not None:
-                return found
-    return None
 
 
 def test_vmap_over_mu_equals_python_loop(lanes_flag):
