@@ -93,6 +93,16 @@ def _ill_conditioned_step(seed, d, r, size, dtype=jnp.float64):
     return x, size * v / jnp.linalg.norm(v, 2)
 
 
+def _one_pass_retraction(x, v, monkeypatch):
+    """The polar retraction with its second pass turned off (on CPU)."""
+    monkeypatch.setattr(stiefel, "_SECOND_PASS_COND2", float("inf"))
+    jax.clear_caches()
+    try:
+        return stiefel.retract(x, v, method="polar")
+    finally:
+        jax.clear_caches()
+
+
 @pytest.mark.parametrize("dtype, bound", [(jnp.float64, 1e-13), (jnp.float32, 1e-5)])
 def test_polar_takes_its_second_pass_where_one_is_not_enough(dtype, bound, monkeypatch):
     # cond(X + V)^2 = 1e8: one pass of a (a^T a)^{-1/2} loses orthogonality (eps cond^2).
@@ -106,12 +116,7 @@ def test_polar_takes_its_second_pass_where_one_is_not_enough(dtype, bound, monke
                jax.vmap(lambda a, b: stiefel.retract(a, b, method="polar"))(xs, vs)):
         assert float(jnp.max(stiefel.feasibility(ys))) < bound
     # The case needs it: with the second pass turned off, one pass alone fails the bound.
-    monkeypatch.setattr(stiefel, "_SECOND_PASS_COND2", float("inf"))
-    jax.clear_caches()
-    try:
-        one = stiefel.retract(x, v, method="polar")
-    finally:
-        jax.clear_caches()
+    one = _one_pass_retraction(x, v, monkeypatch)
     if jax.default_backend() == "cpu":  # elsewhere both passes always run
         assert float(stiefel.feasibility(one)) > bound
 
@@ -121,13 +126,7 @@ def test_one_polar_pass_is_enough_well_beyond_its_threshold(cond2, monkeypatch):
     # The margin of _SECOND_PASS_COND2 = 100: one pass alone (the second turned off) still
     # leaves X^T X = I to rounding at cond(X + V)^2 = 1e2 and 1e4.
     x, v = _ill_conditioned_step(21, 60, 4, float(np.sqrt(cond2 - 1.0)))
-    monkeypatch.setattr(stiefel, "_SECOND_PASS_COND2", float("inf"))
-    jax.clear_caches()
-    try:
-        y = stiefel.retract(x, v, method="polar")
-    finally:
-        jax.clear_caches()
-    assert float(stiefel.feasibility(y)) < 1e-13
+    assert float(stiefel.feasibility(_one_pass_retraction(x, v, monkeypatch))) < 1e-13
 
 
 def test_vmapped_polar_keeps_its_branch_and_derivatives():
