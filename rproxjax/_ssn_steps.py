@@ -185,15 +185,15 @@ def _secant_direction(x, xt, t, reg, tol, use_cg, escalated, w, jac, e, norm_e, 
     else:
         scale = secant_scale
         shifted = secant
-    # The loose test outermost: in a batched vmap the lanes share rtol, so it stays a real
-    # branch there even where ``escalated`` differs between lanes.
-    shift = shifted() if LOOSE_SECANT_SHIFT else lax.cond(loose, zeros, shifted)
     # To an absolute tolerance a small regularization: 0.2 ||E|| (the reference) throttles
     # convergence once the secant shift handles the flat directions; 4t eps keeps the
     # matrix definite.
     rho = scale * cap + 4.0 * t * eps
 
     def newton():
+        # The loose test outermost: in a batched vmap the lanes share rtol, so it stays a
+        # real branch there even where ``escalated`` differs between lanes.
+        shift = shifted() if LOOSE_SECANT_SHIFT else lax.cond(loose, zeros, shifted)
         return direction(x, xt, t, reg, jac, e, shift, rho, tol, norm_e, use_cg)
 
     if not (adaptive and JACOBI_FIRST and hasattr(reg, "jacobian_gram_diagonal")):

@@ -133,51 +133,53 @@ def _all_finite(*trees):
     return jnp.all(jnp.array([jnp.all(jnp.isfinite(a)) for a in leaves]))
 
 
-def _newton_loop(step, x, tol, rtol, max_steps, start):
-    """The bounded Newton iteration of ``step`` (on this X) from ``start`` = (Lambda, W, Y,
-    jac, E, ||E||); returns (steps, status, CG its, evals, best = (Lambda, Y, ||E||, W))."""
+def _newton_loop(step, x, xt, tol, rtol, max_steps, start):
+    """The bounded Newton iteration of ``step`` on this X from ``start`` = (Lambda, W, Y, jac,
+    E, ||E||); returns (steps, status, CG its, evals, best = (Lambda, Y, ||E||, W)).
+
+    ``step(x, xt, aux, lam, w, y, jac, e, norm_e)`` takes X and X^T from the loop. Where
+    :func:`sequential_lanes` (CPU), they pass through an optimization barrier with the step
+    count: work on X alone (the Jacobi diagonal's X o X, the Gram's column-pair products,
+    the secant shift's rates) is then not hoisted out of the loop, where calls that take no
+    step would pay for it. A ``lax.cond`` around the loop did that job before and cost more
+    than it saved: without it R-ProxSGD's step on MNIST went from 355 to 316 us at mu = 0.2
+    (1.0 Newton step a call) and from 280 to 271 us at mu = 0.8 (none; float64, an A/B run
+    of ``benchmarks/step_cost.py``). Steps of tight solves recompute that work instead
+    (the Gram's d r^2 / 2 pair products against its d r^2 (r + 1) / 2 multiply-adds).
+    """
     lam, w, y, jac, e, norm_e = start
+    barrier = sequential_lanes()
 
     def done(y, norm_e):
         return _ssn_steps.meets_stopping_test(x, y, norm_e, tol, rtol)
 
-    def cond(state):
-        k, _, _, y, _, _, norm_e, status, _, _, _, _ = state
-        return (k < max_steps) & ~done(y, norm_e) & (status == Status.SUCCESSFUL)
-
     def body(state):
-        k, lam, w, y, jac, e, norm_e, _, n_lin, n_eval, best, aux = state
-        aux, new = step(aux, lam, w, y, jac, e, norm_e)
-        lam_n, w_n, y_n, jac_n, e_n, norm_n, its, evals = new
-        finite = jnp.isfinite(norm_n) & jnp.all(jnp.isfinite(lam_n))
-        keep = lambda a, b: jnp.where(finite, a, b)  # noqa: E731
-        lam, w, y, jac, e, norm_e = jax.tree.map(
-            keep, (lam_n, w_n, y_n, jac_n, e_n, norm_n), (lam, w, y, jac, e, norm_e))
+        k, lam, w, y, jac, e, norm_e, _, _, n_lin, n_eval, best, aux = state
+        xs, xts = lax.optimization_barrier((x, xt, k))[:2] if barrier else (x, xt)
+        aux, new = step(xs, xts, aux, lam, w, y, jac, e, norm_e)
+        lam, w, y, jac, e, norm_e, its, evals = new
+        # A non-finite step ends the loop (status) and is never the best iterate: the loop
+        # returns ``best``, so the current iterate needs no guard.
+        finite = jnp.isfinite(norm_e) & jnp.all(jnp.isfinite(lam))
         status = jnp.where(finite, Status.SUCCESSFUL, Status.NONFINITE).astype(jnp.int32)
+        stop = done(y, norm_e)
         # A step can raise the residual (the reference rule accepts its last trial; the
         # dual's minimizer along a line need not lower ||E||): keep the best iterate, or the
         # one that meets the stopping test (it ends the loop; a loose full step can meet it
         # with a larger ||E|| than an earlier iterate's, through a larger ||Y - X||).
-        better = done(y, norm_e) | (norm_e < best[2])
+        better = finite & (stop | (norm_e < best[2]))
         best = jax.tree.map(lambda a, b: jnp.where(better, a, b), (lam, y, norm_e, w), best)
-        return (k + 1, lam, w, y, jac, e, norm_e, status, n_lin + its, n_eval + evals, best,
-                aux)
+        go = (k + 1 < max_steps) & finite & ~stop
+        return (k + 1, lam, w, y, jac, e, norm_e, status, go, n_lin + its, n_eval + evals,
+                best, aux)
 
-    status0 = jnp.where(jnp.isfinite(norm_e), Status.SUCCESSFUL, Status.NONFINITE)
-    init = (jnp.int32(0), lam, w, y, jac, e, norm_e, status0.astype(jnp.int32),
-            jnp.int32(0), jnp.int32(1), (lam, y, norm_e, w), jnp.bool_(False))
-    if sequential_lanes():
-        # Entered only when a step is due: XLA hoists the steps' loop-invariant work (on X
-        # alone) out of the loop, which calls that take no step would pay too (the prox step
-        # with no Newton step went from 1.24-1.39x to 1.09-1.20x an R-Subgrad step in float64,
-        # benchmarks/results/step_cost.md before and after fd09b48). Not where vmapped lanes
-        # share one loop: there the batched predicate makes the cond a select, which also
-        # batched the loop's inner branches (loose solves of 8 mu lanes about 3x slower in a
-        # one-off CPU measurement with SEQUENTIAL_LANES = False).
-        final = lax.cond(cond(init), lambda s: lax.while_loop(cond, body, s), lambda s: s, init)
-    else:
-        final = lax.while_loop(cond, body, init)
-    k, _, _, _, _, _, _, status, n_lin, n_eval, best, _ = final
+    finite = jnp.isfinite(norm_e)
+    status0 = jnp.where(finite, Status.SUCCESSFUL, Status.NONFINITE).astype(jnp.int32)
+    go = (max_steps > 0) & finite & ~done(y, norm_e)
+    init = (jnp.int32(0), lam, w, y, jac, e, norm_e, status0, go, jnp.int32(0), jnp.int32(1),
+            (lam, y, norm_e, w), jnp.bool_(False))
+    final = lax.while_loop(lambda state: state[8], body, init)
+    k, _, _, _, _, _, _, status, _, n_lin, n_eval, best, _ = final
     return k, status, n_lin, n_eval, best
 
 
@@ -210,8 +212,9 @@ def _loop(max_steps: int, use_cg: bool, method: str):
                                      adaptive=method == "adaptive", rtol=rtol)
         else:
             step = _ssn_steps.reference_step
-        step = functools.partial(step, x, xt, t, reg, tol, use_cg)
-        return _newton_loop(step, x, tol, rtol, max_steps, start)
+        return _newton_loop(
+            lambda x, xt, *args: step(x, xt, t, reg, tol, use_cg, *args),
+            x, xt, tol, rtol, max_steps, start)
 
     return loop
 
