@@ -133,30 +133,29 @@ def _all_finite(*trees):
     return jnp.all(jnp.array([jnp.all(jnp.isfinite(a)) for a in leaves]))
 
 
-def _newton_loop(step, x, xt, tol, rtol, max_steps, start):
-    """The bounded Newton iteration of ``step`` on this X from ``start`` = (Lambda, W, Y, jac,
-    E, ||E||); returns (steps, status, CG its, evals, best = (Lambda, Y, ||E||, W)).
+def _newton_loop(step, x, tol, rtol, max_steps, start):
+    """The bounded Newton iteration of ``step`` (on this X) from ``start`` = (Lambda, W, Y,
+    jac, E, ||E||); returns (steps, status, CG its, evals, best = (Lambda, Y, ||E||, W)).
 
-    ``step(x, xt, aux, lam, w, y, jac, e, norm_e)`` takes X and X^T from the loop. Where
-    :func:`sequential_lanes` (CPU), they pass through an optimization barrier with the step
-    count: work on X alone (the Jacobi diagonal's X o X, the Gram's column-pair products,
-    the secant shift's rates) is then not hoisted out of the loop, where calls that take no
-    step would pay for it. A ``lax.cond`` around the loop did that job before and cost more
-    than it saved: without it R-ProxSGD's step on MNIST went from 355 to 316 us at mu = 0.2
-    (1.0 Newton step a call) and from 280 to 271 us at mu = 0.8 (none; float64, an A/B run
-    of ``benchmarks/step_cost.py``). Steps of tight solves recompute that work instead
-    (the Gram's d r^2 / 2 pair products against its d r^2 (r + 1) / 2 multiply-adds).
+    The loop's condition reads one flag that its body computes. A ``lax.cond`` around the
+    loop (entering it only when a step was due, so that calls taking no step would not pay
+    for the work on X alone that XLA hoists out of it) cost more than it saved on CPU:
+    without it R-ProxSGD's step on MNIST went from 355 to 316 us at mu = 0.2 (1.0 Newton
+    step a call) and from 280 to 271 us at mu = 0.8 (none; float64, an A/B run of
+    ``benchmarks/step_cost.py``, measured with an optimization barrier that kept that work
+    inside the loop). The barrier is not kept: without it the same runs took 300-322 against
+    311-317 us at mu = 0.2 and 261-269 against 265-267 at mu = 0.8 (two alternating runs
+    each), and tight secant solves were 10-15% slower with it
+    (``benchmarks/subproblem_real.py``: it stopped XLA hoisting the work on X alone).
     """
     lam, w, y, jac, e, norm_e = start
-    barrier = sequential_lanes()
 
     def done(y, norm_e):
         return _ssn_steps.meets_stopping_test(x, y, norm_e, tol, rtol)
 
     def body(state):
         k, lam, w, y, jac, e, norm_e, _, _, n_lin, n_eval, best, aux = state
-        xs, xts = lax.optimization_barrier((x, xt, k))[:2] if barrier else (x, xt)
-        aux, new = step(xs, xts, aux, lam, w, y, jac, e, norm_e)
+        aux, new = step(aux, lam, w, y, jac, e, norm_e)
         lam, w, y, jac, e, norm_e, its, evals = new
         # A non-finite step ends the loop (status) and is never the best iterate: the loop
         # returns ``best``, so the current iterate needs no guard.
@@ -212,9 +211,8 @@ def _loop(max_steps: int, use_cg: bool, method: str):
                                      adaptive=method == "adaptive", rtol=rtol)
         else:
             step = _ssn_steps.reference_step
-        return _newton_loop(
-            lambda x, xt, *args: step(x, xt, t, reg, tol, use_cg, *args),
-            x, xt, tol, rtol, max_steps, start)
+        step = functools.partial(step, x, xt, t, reg, tol, use_cg)
+        return _newton_loop(step, x, tol, rtol, max_steps, start)
 
     return loop
 

@@ -4,8 +4,7 @@
   smaller ||E|| (a loose full step can meet it through a larger ||Y - X||), and a step that
   comes out non-finite ends it at the best finite iterate;
 * a call whose warm start already meets the test takes no step, with the same result whether
-  vmapped lanes are mapped (the loop's steps then see X through an optimization barrier) or
-  batched;
+  vmapped lanes are mapped or batched;
 * a loose step that meets the stopping test is taken in full, without a line search;
 * the Gram's column-pair products by static slices equal the gathered ones;
 * the Jacobi steps of loose adaptive solves: the Gram diagonal each regularizer gives against
@@ -36,12 +35,12 @@ def test_loop_returns_the_iterate_that_meets_the_stopping_test():
     y1 = 1.2 * x + 3.0 * u  # E = 0.4 I: ||E|| = 0.57, larger, but < 0.5 ||Y - X|| = 2.1
     _, jac1, e1, norm1 = _ssn_steps.residual(x, x.T, t, reg, y1)
 
-    def step(x, xt, aux, lam, w, y, jac, e, norm_e):
+    def step(aux, lam, w, y, jac, e, norm_e):
         return aux, (lam + 1.0, y1, y1, jac1, e1, norm1, jnp.int32(0), jnp.int32(1))
 
     start = (jnp.zeros((2, 2)), w0, *_ssn_steps.residual(x, x.T, t, reg, w0))
     k, status, _, _, (lam, y, norm_e, w) = _subproblem._newton_loop(
-        step, x, x.T, tol, rtol, 10, start)
+        step, x, tol, rtol, 10, start)
     assert int(k) == 1 and int(status) == rproxjax.Status.SUCCESSFUL
     assert bool(_ssn_steps.meets_stopping_test(x, y, norm_e, tol, rtol))
     np.testing.assert_allclose(y, y1)
@@ -58,7 +57,7 @@ def test_a_non_finite_step_ends_the_loop_at_the_best_finite_iterate():
     _, jac1, e1, norm1 = _ssn_steps.residual(x, x.T, t, reg, y1)
     nan = jnp.full_like(y1, jnp.nan)
 
-    def step(x, xt, second, lam, w, y, jac, e, norm_e):
+    def step(second, lam, w, y, jac, e, norm_e):
         # The first call moves to y1, the second returns NaN (a finite ||E|| with a NaN
         # multiplier counts as non-finite too).
         new = jax.tree.map(lambda a, b: jnp.where(second, a, b),
@@ -68,7 +67,7 @@ def test_a_non_finite_step_ends_the_loop_at_the_best_finite_iterate():
 
     start = (jnp.zeros((2, 2)), w0, *_ssn_steps.residual(x, x.T, t, reg, w0))
     k, status, _, n_eval, (lam, y, norm_e, w) = _subproblem._newton_loop(
-        step, x, x.T, tol, rtol, 10, start)
+        step, x, tol, rtol, 10, start)
     assert int(k) == 2 and int(status) == rproxjax.Status.NONFINITE and int(n_eval) == 3
     np.testing.assert_allclose(y, y1)
     np.testing.assert_allclose(w, y1)
