@@ -58,10 +58,11 @@ def test_a_non_finite_step_ends_the_loop_at_the_best_finite_iterate():
     nan = jnp.full_like(y1, jnp.nan)
 
     def step(second, lam, w, y, jac, e, norm_e):
-        # The first call moves to y1, the second returns NaN (a finite ||E|| with a NaN
-        # multiplier counts as non-finite too).
+        # The first call moves to y1, the second returns a NaN multiplier with a finite and
+        # smaller ||E|| (the soft-threshold maps NaN to 0): it must count as non-finite and
+        # never become the best iterate.
         new = jax.tree.map(lambda a, b: jnp.where(second, a, b),
-                           (lam + jnp.nan, nan, nan, jac1, e1, norm1),
+                           (lam + jnp.nan, nan, nan, jac1, 0.5 * e1, 0.5 * norm1),
                            (lam + 1.0, y1, y1, jac1, e1, norm1))
         return jnp.bool_(True), (*new, jnp.int32(0), jnp.int32(1))
 
