@@ -141,14 +141,22 @@ def _polar_factor(a):
 
 @_polar_factor.defjvp
 def _polar_jvp(primals, tangents):
-    # The tangent of the polar factor through one pass, free of the branch: under vmap a
-    # batched cond becomes a select whose stop_gradient in the linear part cannot be
-    # transposed (reverse mode of a vmapped retraction failed), and custom_vmap has no
-    # reverse-mode rule. One pass computes the same function; a second pass's eigh sees the
-    # equal eigenvalues of U^T U = I, where the derivative of eigh is not finite (reverse
-    # mode of a vmapped two-pass retraction gave NaN).
-    _, du = jax.jvp(lambda a: _inv_sqrt_factor(a)[0], primals, tangents)
-    return _polar_factor(*primals), du
+    """The tangent of U = a H^{-1}, H = (a^T a)^{1/2}, in closed form: dU = da H^{-1} -
+    U dH H^{-1}, with dH the solution of the Sylvester equation H dH + dH H = da^T a + a^T da,
+    entrywise (V^T dM V)_ij / (s_i + s_j) in the eigenbasis V of a^T a (s: singular values
+    of a). The sums s_i + s_j never vanish for a of full rank, where the derivative of
+    ``eigh`` divides by differences of eigenvalues: through it, a^T a = I + v^T v near I
+    (a = X + v, v small) gave NaN or wrong derivatives (at v = 0 and for ||v|| up to 1e-8).
+    Free of the primal's branch (under vmap a batched cond's select cannot be transposed,
+    and custom_vmap has no reverse-mode rule)."""
+    (a,), (da,) = primals, tangents
+    w, q = jnp.linalg.eigh(mm(_mT(a), a))
+    inv = jax.lax.rsqrt(jnp.maximum(w, jnp.finfo(a.dtype).tiny))[..., None, :]  # 1 / s_j
+    av, dav = mm(a, q), mm(da, q)
+    m = mm(_mT(dav), av)
+    dh = (m + _mT(m)) * (inv * _mT(inv)) / (inv + _mT(inv))  # dM_ij / (s_i + s_j)
+    du = mm(dav * inv - mm(av * inv, dh * inv), _mT(q))
+    return _polar_factor(a), du
 
 
 def _polar_passes(a):
@@ -173,22 +181,31 @@ _polar_batched.def_vmap(_vmap_as_batch)
 
 
 def _retract_exp(x, v):
-    # Edelman-Arias-Smith: [X, Q] expm([[A, -R^T], [R, 0]]) [I; 0],
-    # A = X^T V (skew for tangent V), QR = (I - X X^T) V.
+    # Edelman-Arias-Smith: [X, Q] expm([[A, -R^T], [R, 0]]) [I; 0] with A = X^T V (skew for
+    # tangent V) and QR = V_perp = (I - X X^T) V. By induction B^k [I; 0] = [P_k; R S_k]
+    # for B the block matrix, with [P_k; S_k] = C^k [I; 0] and C = [[A, -N], [I, 0]],
+    # N = R^T R = V_perp^T V_perp; so the point is X P + V_perp S with [P; S] = expm(C) [I; 0]:
+    # no QR, whose derivative is not finite where V_perp = 0 (gradients through the
+    # retraction at V = 0 were NaN). C is balanced
+    # by diag(I, c I), c = sqrt(max(||N||_F, 1)): [[A, -N / c], [c I, 0]] has blocks of
+    # the size of B's (without it long steps, ||N|| ~ 1e6, overflowed in expm's squarings).
     r = x.shape[-1]
     a = mm(_mT(x), v)
-    a = 0.5 * (a - _mT(a))  # exact skew part: keeps the exponential orthogonal
-    q, rr = jnp.linalg.qr(v - mm(x, mm(_mT(x), v)), mode="reduced")
-    zeros = jnp.zeros_like(a)
+    a = 0.5 * (a - _mT(a))  # exact skew part
+    vp = v - mm(x, mm(_mT(x), v))
+    n = mm(_mT(vp), vp)
+    norm_n = jnp.sqrt(jnp.sum(n * n, axis=(-2, -1), keepdims=True))
+    c = jax.lax.stop_gradient(jnp.sqrt(jnp.maximum(norm_n, 1.0)))  # the result is free of c
+    eye = jnp.broadcast_to(jnp.eye(r, dtype=x.dtype), a.shape)
     block = jnp.concatenate(
         [
-            jnp.concatenate([a, -_mT(rr)], axis=-1),
-            jnp.concatenate([rr, zeros], axis=-1),
+            jnp.concatenate([a, -n / c], axis=-1),
+            jnp.concatenate([c * eye, jnp.zeros_like(a)], axis=-1),
         ],
         axis=-2,
     )
     m = _expm(block)
-    return mm(x, m[..., :r, :r]) + mm(q, m[..., r:, :r])
+    return mm(x, m[..., :r, :r]) + mm(vp, m[..., r:, :r] / c)
 
 
 def _expm(a):

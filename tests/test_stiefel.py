@@ -234,6 +234,63 @@ def test_grad_through_retraction_is_finite(method):
     assert abs(float(g)) < 1e-10
 
 
+@pytest.mark.parametrize("dtype", [jnp.float64, jnp.float32])
+@pytest.mark.parametrize("method", METHODS)
+def test_differential_of_every_retraction_at_zero_is_the_identity(method, dtype):
+    # D Retr_X(0)[xi] = xi for tangent xi (what makes it a retraction), forward and reverse,
+    # at v = 0 and just beside it: through eigh's derivative (polar) a^T a = I + v^T v has
+    # (nearly) equal eigenvalues, and through a QR of (I - X X^T) V (exp) a zero matrix.
+    tol = 1e-12 if dtype == jnp.float64 else 1e-5
+    x, xi = _point_and_tangent(30, 15, 4, dtype)
+    c = jax.random.normal(jax.random.key(31), x.shape, dtype)
+    retract = lambda b: stiefel.retract(x, b, method=method)  # noqa: E731
+    for s in (0.0, 1e-12, 1e-9):
+        v = (s * xi).astype(dtype)
+        _, dy = jax.jvp(retract, (v,), (xi,))
+        np.testing.assert_allclose(dy, xi, atol=tol + 10 * s)
+        # Reverse mode agrees with forward mode along the tangent direction.
+        g = jax.grad(lambda b: jnp.sum(c * retract(b)))(v)
+        np.testing.assert_allclose(jnp.sum(g * xi), jnp.sum(c * dy), rtol=tol * 10, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float64, jnp.float32])
+def test_polar_derivative_at_a_point_is_the_closed_form(dtype):
+    # The polar factor Q(a) = a (a^T a)^{-1/2} at an orthonormal a = X has the derivative
+    # dQ = da - X sym(X^T da) in every (not only tangent) direction da.
+    x, _ = _point_and_tangent(32, 15, 4, dtype)
+    da = jax.random.normal(jax.random.key(33), x.shape, dtype)
+    _, dy = jax.jvp(lambda b: stiefel.retract(x, b, method="polar"), (jnp.zeros_like(x),), (da,))
+    expected = da - x @ stiefel.sym(x.T @ da)
+    np.testing.assert_allclose(dy, expected, atol=1e-13 if dtype == jnp.float64 else 1e-5)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_derivatives_at_a_vertical_tangent_vector_are_finite_and_exact(method):
+    # V = X Omega (Omega skew) has no normal part: (I - X X^T) V = 0, rank-deficient.
+    x, _ = _point_and_tangent(34, 10, 3)
+    omega = jax.random.normal(jax.random.key(35), (3, 3))
+    v = 0.4 * x @ (omega - omega.T)
+    u = jax.random.normal(jax.random.key(36), x.shape)
+    c = jax.random.normal(jax.random.key(37), x.shape)
+    loss = lambda b: jnp.sum(c * stiefel.retract(x, b, method=method))  # noqa: E731
+    g = jax.grad(loss)(v)
+    assert bool(jnp.all(jnp.isfinite(g)))
+    h = 1e-6
+    fd = (loss(v + h * u) - loss(v - h * u)) / (2 * h)
+    np.testing.assert_allclose(jnp.sum(g * u), fd, rtol=1e-6, atol=1e-9)
+
+
+def test_exp_matches_the_dense_canonical_geodesic():
+    # Independent reference: expm(W) X with W = P V X^T - X V^T P, P = I - X X^T / 2 (the
+    # canonical-metric geodesic in its d x d form), for short and long steps.
+    for scale in (0.1, 1.0, 3.0):
+        x, v = _point_and_tangent(38, 12, 3, scale=scale)
+        p = jnp.eye(12) - 0.5 * x @ x.T
+        w = p @ v @ x.T - x @ v.T @ p
+        np.testing.assert_allclose(stiefel.retract(x, v, method="exp"),
+                                   jax.scipy.linalg.expm(w) @ x, atol=1e-12)
+
+
 @pytest.mark.parametrize("method", ["qr", "polar"])
 def test_self_correcting_retractions_remove_drift(method):
     x, v = _point_and_tangent(13, 30, 5)
