@@ -161,14 +161,21 @@ def _geometry_cases():
     for method in grassmann.RETRACTIONS:
         cases[f"grassmann.retract[{method}]"] = (
             lambda a, b, m=method: grassmann.retract(a, b, method=m), (x, v))
-    # Gradients through the library (transposes keep the forward precision).
-    # Not through the "qr" and "exp" retractions: JAX's own QR JVP rule
-    # (jax._src.lax.linalg._thin_qr_jvp) multiplies at default precision and,
-    # under the jitted retract, no argument or scoped context reaches it.
-    for method in ("polar", "cayley"):
-        cases[f"grad stiefel.retract[{method}]"] = (
-            jax.grad(lambda a, b, m=method: jnp.sum(stiefel.retract(a, b, method=m) ** 2)),
-            (x, v))
+    # Derivatives through the library (transposes keep the forward precision): first and
+    # second order, forward and reverse, vmapped. Not through the "qr" retraction: JAX's
+    # own QR JVP rule (jax._src.lax.linalg._thin_qr_jvp) multiplies at default precision
+    # and, under the jitted retract, no argument or scoped context reaches it ("exp" takes a
+    # QR too, but its derivative has its own rule without one).
+    for method in ("polar", "exp", "cayley"):
+        loss = lambda a, b, m=method: jnp.sum(stiefel.retract(a, b, method=m) ** 2)  # noqa: E731
+        cases[f"grad stiefel.retract[{method}]"] = (jax.grad(loss), (x, v))
+        cases[f"jvp stiefel.retract[{method}]"] = (
+            lambda a, b, m=method: jax.jvp(lambda c: stiefel.retract(a, c, method=m),
+                                           (b,), (b,))[1], (x, v))
+        cases[f"vmap grad stiefel.retract[{method}]"] = (
+            jax.vmap(jax.grad(loss)), (jnp.stack([x, x]), jnp.stack([v, v])))
+        cases[f"hessian stiefel.retract[{method}]"] = (
+            lambda a, b, f=loss: jax.hessian(f, argnums=1)(a, b)[0, 0], (x, v))
     cases["grad stiefel.project"] = (
         jax.grad(lambda a, b: jnp.sum(stiefel.project(a, b) ** 2)), (x, u))
     return cases

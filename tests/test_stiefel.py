@@ -280,6 +280,49 @@ def test_derivatives_at_a_vertical_tangent_vector_are_finite_and_exact(method):
     np.testing.assert_allclose(jnp.sum(g * u), fd, rtol=1e-6, atol=1e-9)
 
 
+@pytest.mark.parametrize(("method", "path"), [("polar", "this backend"),
+                                            ("polar", "accelerator path"),
+                                            ("exp", "this backend")])  # exp has one path
+def test_second_derivatives_of_retractions_match_finite_differences(method, path, monkeypatch,
+                                                                    request):
+    # Hessians over ambient v at v = 0, at a vertical v (equal eigenvalues of a^T a) and at a
+    # generic v: every order of the polar rule avoids the derivative of eigh, and exp's
+    # avoids its QR. Compared with central differences of the gradient.
+    if path == "accelerator path":
+        monkeypatch.setattr(stiefel.jax, "default_backend", lambda: "gpu")
+        jax.clear_caches()
+        request.addfinalizer(jax.clear_caches)
+    d, r = 6, 2
+    x, xi = _point_and_tangent(40, d, r)
+    c = jax.random.normal(jax.random.key(41), (d, r))
+    loss = lambda b: jnp.sum(c * stiefel.retract(x, b, method=method) ** 2)  # noqa: E731
+    grad = jax.jit(jax.grad(loss))
+    hessian, reverse = jax.jit(jax.hessian(loss)), jax.jit(jax.jacrev(jax.jacrev(loss)))
+    vertical = 0.5 * x @ jnp.array([[0.0, 1.0], [-1.0, 0.0]])
+    ambient = 0.3 * jax.random.normal(jax.random.key(42), (d, r))
+    h = 1e-5
+    steps = h * jnp.eye(d * r).reshape(d * r, d, r)
+    for v in (jnp.zeros_like(x), 1e-9 * xi, vertical, ambient):
+        hess = hessian(v).reshape(d * r, d * r)
+        rev = reverse(v).reshape(d * r, d * r)
+        fd = (jax.vmap(grad)(v + steps) - jax.vmap(grad)(v - steps)).reshape(d * r, -1).T / (2 * h)
+        scale = np.max(np.abs(fd))
+        np.testing.assert_allclose(hess, fd, atol=1e-8 * scale)
+        np.testing.assert_allclose(rev, fd, atol=1e-8 * scale)
+
+
+def test_exp_stays_orthonormal_on_long_steps_with_spread_normal_parts():
+    # The skew block (QR form) keeps the point orthonormal to rounding for steps of any
+    # length; a non-normal block (the form without the QR, used for derivatives only) lost
+    # orthonormality when V_perp's singular values spread over many orders (1e-11 at 1e3).
+    x, _ = _point_and_tangent(43, 40, 6)
+    u = jax.random.normal(jax.random.key(44), (40, 6)) * jnp.logspace(0, -6, 6)
+    v = stiefel.project(x, u)
+    for size in (10.0, 100.0, 1000.0):
+        y = stiefel.retract(x, size * v / jnp.linalg.norm(v), method="exp")
+        assert float(stiefel.feasibility(y)) < 1e-12
+
+
 def test_exp_matches_the_dense_canonical_geodesic():
     # Independent reference: expm(W) X with W = P V X^T - X V^T P, P = I - X X^T / 2 (the
     # canonical-metric geodesic in its d x d form), for short and long steps.
