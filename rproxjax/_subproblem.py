@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from rproxjax import _checks, _ssn_steps
+from rproxjax import _checks, _implicit, _ssn_steps
 from rproxjax._linalg import mm
 from rproxjax._results import Status
 
@@ -255,7 +255,8 @@ def _solver(max_steps: int, use_cg: bool, method: str):
         out = loop(x, xt, t, reg, tol, rtol, start)
         return _finish(x, g, t, reg, lam, smooth, tol, rtol, out)
 
-    return _mapped_lanes(solve, loop) if sequential_lanes() else solve
+    lanes = _mapped_lanes(solve, loop) if sequential_lanes() else solve
+    return _implicit.implicit(lanes, use_cg)
 
 
 def sequential_lanes() -> bool:
@@ -366,6 +367,17 @@ def tangent_prox(
     around them (the starting residual, the stopping test, zeta; gradients)
     stays batched; on accelerators they form one batched loop that runs until
     its slowest lane ends (``_subproblem.SEQUENTIAL_LANES``).
+
+    Derivatives (``jax.jvp``, ``jax.grad``, ``jax.jacfwd``, ...) of zeta,
+    ``info.lam``, ``info.lam_h`` and ``info.subgradient`` with respect to ``x``,
+    ``g``, ``t`` and the regularizer's strengths are those of the solution map,
+    by the implicit function theorem at the returned multiplier (one Newton
+    system, dense or CG like the solve; :mod:`rproxjax._implicit`), not of the
+    iterations: a warm start, ``tol`` and ``rtol`` do not move them, and they are
+    zero for calls whose zeta is zeroed (invalid, non-finite, collapsed). At an
+    unconverged iterate they are the solution map's at that approximate point;
+    where an entry of Y sits exactly at the prox's kink they use one element of
+    its generalized Jacobian.
 
     Methods:
 

@@ -252,6 +252,11 @@ def test_tangent_prox_products_are_highest(reg, linear_solver, platform):
         return rproxjax.tangent_prox(x, g, 0.5, regularizer, linear_solver=linear_solver)
 
     assert_highest(lower(solve, x, g, platform=platform))
+    # Its derivatives (implicit function theorem), forward and reverse.
+    assert_highest(lower(lambda a, b: jax.jvp(lambda c: solve(a, c)[0], (b,), (b,))[1], x, g,
+                         platform=platform))
+    assert_highest(lower(jax.grad(lambda a, b: jnp.sum(solve(a, b)[0] ** 2), argnums=(0, 1)),
+                         x, g, platform=platform))
 
 
 def _optimizer_cases():

@@ -1,0 +1,165 @@
+"""Derivatives of tangent_prox's solution (implicit function theorem, rproxjax._implicit).
+
+References are central differences of cold, tight solves: the solution map itself, not the
+iterations that reach it."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import rproxjax
+from rproxjax import _subproblem, stiefel
+from rproxjax._results import Status
+
+REGS = {"l1": lambda m: rproxjax.l1(m), "l21": lambda m: rproxjax.l21(m)}
+MU = {"l1": 0.3, "l21": 0.5}
+
+
+@pytest.fixture(params=[None, False], ids=["lanes-default", "lanes-batched"])
+def lanes_flag(request):
+    old = _subproblem.SEQUENTIAL_LANES
+    _subproblem.SEQUENTIAL_LANES = request.param
+    jax.clear_caches()
+    yield request.param
+    _subproblem.SEQUENTIAL_LANES = old
+    jax.clear_caches()
+
+
+def _instance(seed, d=20, r=3, dtype=jnp.float64):
+    kx, kg, kd, kc = jax.random.split(jax.random.key(seed), 4)
+    x = stiefel.random_point(kx, d, r, dtype)
+    g = jax.random.normal(kg, (d, r), dtype)
+    dg = jax.random.normal(kd, (d, r), dtype)
+    c = jax.random.normal(kc, (d, r), dtype)
+    return x, g, dg, c
+
+
+def _central(f, h=1e-6):
+    return (f(h) - f(-h)) / (2 * h)
+
+
+@pytest.mark.parametrize("linear_solver", ["dense", "cg"])
+@pytest.mark.parametrize("name", ["l1", "l21"])
+@pytest.mark.parametrize("warm", ["lam", "subgradient", "cold"])
+def test_forward_derivatives_are_the_solution_maps(name, warm, linear_solver):
+    # A warm start at the solution takes no Newton step: differentiating the iterations
+    # gave the derivative of a constant there (29-74% off). Directions: G, mu, t and a
+    # tangent move of X along a curve on the manifold.
+    x, g, dg, c = _instance(1)
+    reg, mu = REGS[name], MU[name]
+    _, info = rproxjax.tangent_prox(x, g, 0.5, reg(mu), tol=1e-13)
+    start = {"lam": {"lam": info.lam}, "subgradient": {"subgradient": info.subgradient},
+             "cold": {}}[warm]
+    xi = stiefel.project(x, dg)
+
+    def value(e, which, **kw):
+        args = {"g": g, "mu": mu, "t": 0.5, "x": x}
+        args[which] = {"g": g + e * dg, "mu": mu + e, "t": 0.5 + e,
+                       "x": stiefel.retract(x, e * xi)}[which]
+        zeta, _ = rproxjax.tangent_prox(args["x"], args["g"], args["t"], reg(args["mu"]),
+                                        linear_solver=linear_solver, **kw)
+        return jnp.sum(c * zeta)
+
+    for which in ("g", "mu", "t", "x"):
+        _, d = jax.jvp(lambda e, w=which: value(e, w, tol=1e-12, **start), (0.0,), (1.0,))
+        fd = _central(lambda e, w=which: value(e, w, tol=1e-13))
+        np.testing.assert_allclose(d, fd, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("name", ["l1", "l21"])
+def test_vmap_of_jvp_with_some_inputs_not_differentiated(name, lanes_flag):
+    # Batched x with a zero tangent next to batched g with a tangent: the lanes were mixed
+    # (each solved against every lane's inputs) by JAX's custom_vmap JVP rule.
+    keys = jax.random.split(jax.random.key(2), 4)
+    xs = stiefel.random_point(keys[0], 20, 3, shape=(3,))
+    gs, dgs = (jax.random.normal(k, (3, 20, 3)) for k in keys[1:3])
+    c = jax.random.normal(keys[3], (20, 3))
+    reg = REGS[name](MU[name])
+
+    def per_lane(x, g, dg):
+        return jax.jvp(lambda gg: jnp.sum(c * rproxjax.tangent_prox(x, gg, 0.5, reg)[0]),
+                       (g,), (dg,))
+
+    values, tangents = jax.vmap(per_lane)(xs, gs, dgs)
+    for i in range(3):
+        value, tangent = per_lane(xs[i], gs[i], dgs[i])
+        np.testing.assert_allclose(values[i], value, rtol=1e-12)
+        np.testing.assert_allclose(tangents[i], tangent, rtol=1e-8)
+
+
+@pytest.mark.parametrize("name", ["l1", "l21"])
+def test_reverse_mode_matches_forward_mode_and_differences(name):
+    # jax.grad through tangent_prox (it raised before: the Newton loop cannot be linearized).
+    x, g, dg, c = _instance(3)
+    reg = REGS[name]
+
+    def loss(g_, mu, t):
+        return jnp.sum(c * rproxjax.tangent_prox(x, g_, t, reg(mu), tol=1e-12)[0])
+
+    grads = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(g, MU[name], 0.5)
+    _, fwd = jax.jvp(loss, (g, MU[name], 0.5), (dg, 1.0, 1.0))
+    np.testing.assert_allclose(jnp.sum(grads[0] * dg) + grads[1] + grads[2], fwd, rtol=1e-8)
+    fd = _central(lambda e: loss(g + e * dg, MU[name] + e, 0.5 + e))
+    np.testing.assert_allclose(fwd, fd, rtol=1e-6)
+    # vmapped gradients over mu equal single ones.
+    mus = jnp.array([0.1, 0.3, 0.6])
+    batched = jax.vmap(jax.grad(loss), in_axes=(None, 0, None))(g, mus, 0.5)
+    for i, mu in enumerate(mus):
+        np.testing.assert_allclose(batched[i], jax.grad(loss)(g, mu, 0.5), rtol=1e-8,
+                                   atol=1e-12)
+
+
+def test_multiplier_and_subgradient_tangents():
+    # info.lam, info.lam_h and info.subgradient are differentiable outputs too.
+    x, g, dg, _ = _instance(4)
+    reg = rproxjax.l1(0.3)
+
+    def outputs(e, tol):
+        _, info = rproxjax.tangent_prox(x, g + e * dg, 0.5, reg, tol=tol)
+        return info.lam, info.lam_h, info.subgradient
+
+    _, tangents = jax.jvp(lambda e: outputs(e, 1e-12), (0.0,), (1.0,))
+    plus, minus = outputs(1e-6, 1e-13), outputs(-1e-6, 1e-13)
+    for tangent, p, m in zip(tangents, plus, minus, strict=True):
+        np.testing.assert_allclose(tangent, (p - m) / 2e-6, atol=1e-6)
+
+
+def test_warm_start_and_tolerances_do_not_move_the_solution():
+    x, g, _, c = _instance(5)
+    reg = rproxjax.l1(0.3)
+    _, info = rproxjax.tangent_prox(x, g, 0.5, reg)
+    lam = info.lam
+    f = lambda lam_, tol, rtol: jnp.sum(  # noqa: E731
+        c * rproxjax.tangent_prox(x, g, 0.5, reg, lam=lam_, tol=tol, rtol=rtol)[0])
+    _, d = jax.jvp(f, (lam, 1e-10, 0.0), (jnp.ones_like(lam), 1.0, 1.0))
+    assert float(d) == 0.0
+
+
+def test_float32_derivatives_agree_with_float64():
+    x, g, dg, c = _instance(6)
+    reg = rproxjax.l1(0.3)
+
+    def tangent(dtype):
+        a, b, db, cc = (v.astype(dtype) for v in (x, g, dg, c))
+        f = lambda gg: jnp.sum(cc * rproxjax.tangent_prox(a, gg, 0.5, reg)[0])  # noqa: E731
+        _, d = jax.jvp(f, (b,), (db,))
+        assert d.dtype == dtype
+        return d
+
+    np.testing.assert_allclose(tangent(jnp.float32), tangent(jnp.float64), rtol=1e-4)
+
+
+def test_invalid_and_non_finite_calls_have_zero_tangents():
+    x, g, dg, c = _instance(7)
+
+    def f(gg, mu, t):
+        zeta, info = rproxjax.tangent_prox(x, gg, t, rproxjax.l1(mu))
+        return jnp.sum(c * zeta), info.status
+
+    # Traced mu and t (concrete bad values are refused with a ValueError).
+    jvp = jax.jit(lambda m, tt: jax.jvp(lambda gg: f(gg, m, tt), (g,), (dg,)))
+    for mu, t, status in ((-0.1, 0.5, Status.INVALID), (0.3, -0.5, Status.INVALID),
+                          (jnp.nan, 0.5, Status.NONFINITE)):
+        (value, st), (d, _) = jvp(mu, t)
+        assert int(st) == status and float(value) == 0.0 and float(d) == 0.0
