@@ -39,8 +39,16 @@ def _zero_tangent(a):
 
 
 def _multiplier_solve(x, t, reg, jac, use_cg):
-    """b -> dLambda with L[dLambda] + rho dLambda = b (rho = 4t eps keeps L definite where
-    the Gram matrix is singular: its null directions leave J[X dLambda] unchanged)."""
+    """b -> dLambda with L[dLambda] = b on symmetric matrices (b is symmetrized: reverse mode
+    passes non-symmetric cotangents, on whose antisymmetric part L is zero).
+
+    Dense: the least-squares solution of minimum norm (eigenvalues of 4t Gram below m eps
+    times the largest dropped). Where the Gram matrix is singular the right-hand side has
+    no component in its null space if the solution map is differentiable; where it is not
+    (a support that changes under any perturbation) the null component is dropped instead
+    of being divided by a regularization (tangents of info.lam and info.subgradient of
+    order 1e15). CG (r >= 16 by default): L + rho I with rho = 4t eps, which keeps CG
+    definite; there a null component is divided by rho."""
     xt = x.T
     rho = 4.0 * t * jnp.finfo(x.dtype).eps
 
@@ -49,14 +57,25 @@ def _multiplier_solve(x, t, reg, jac, use_cg):
         return m + m.T + rho * h
 
     def solve(_, b):
+        b = 0.5 * (b + b.T)
         if use_cg:
             atol = 100.0 * jnp.finfo(x.dtype).eps * jnp.sqrt(jnp.sum(b * b))
             sol, _ = _newton.cg(matvec, b, atol, x.shape[-1] ** 2)
             return 0.5 * (sol + sol.T)
-        zeros = jnp.zeros((x.shape[-1],) * 2, x.dtype)
-        return _newton.dense_direction(x, t, reg, jac, -b, zeros, rho)[0]
+        return _pseudo_inverse_solve(x, t, reg, jac, b)
 
     return lambda b: lax.custom_linear_solve(matvec, b, solve, symmetric=True)
+
+
+def _pseudo_inverse_solve(x, t, reg, jac, b):
+    r = x.shape[-1]
+    rows, cols, scale = _newton.sym_basis(r)
+    basis = (rows, cols, jnp.asarray(scale, x.dtype))
+    w, q = jnp.linalg.eigh((4.0 * t) * reg.jacobian_gram(x, jac, basis))
+    cutoff = rows.size * jnp.finfo(x.dtype).eps * jnp.max(jnp.abs(w))
+    inv = jnp.where(w > cutoff, 1.0 / jnp.where(w > cutoff, w, 1.0), 0.0)
+    coords = mm(q, inv * mm(q.T, _newton.vech(b, basis)))
+    return _newton.unvech(coords, basis, r)
 
 
 def implicit(solve, use_cg: bool):
@@ -66,27 +85,34 @@ def implicit(solve, use_cg: bool):
 
     @fn.defjvp
     def rule(primals, tangents):
-        x, g, t, reg, _, _, _, _ = primals
-        dx, dg, dt, dreg, _, dsmooth, _, _ = tangents
         zeta, info = fn(*primals)
-        lam = info.lam
+        # Invalid and non-finite calls (zeta = 0) get zero tangents; their inputs are
+        # replaced by harmless ones so that no NaN reaches a cotangent in reverse mode.
+        valid = (info.status != Status.NONFINITE) & (info.status != Status.INVALID)
+        keep = lambda a, fill=0.0: jnp.where(valid, a, fill)  # noqa: E731
+        x, g, t, reg, _, _, _, _ = primals
+        dx, dg, dt, dreg, _, dsmooth, _, _ = jax.tree.map(keep, tangents)
+        x, g, t, reg = keep(x), keep(g), keep(t, 1.0), jax.tree.map(keep, reg)
+        lam = jnp.where(valid, info.lam, 0.0)
+        sub = jnp.where(valid, info.subgradient, 0.0)
         xlam = mm(x, lam)
         w = x - t * g + (2.0 * t) * xlam
         dw0 = dx - dt * g - t * dg + (2.0 * dt) * xlam + (2.0 * t) * mm(dx, lam)
-        y, dy0 = jax.jvp(lambda w_, t_, reg_: reg_.prox(w_, t_), (w, t, reg), (dw0, dt, dreg))
+        y, jac = reg.prox_jacobian(w, t)
+        # The prox's tangent at fixed Lambda: the generalized Jacobian J (the Newton
+        # matrix's) on dW, and the threshold's move (t and the strengths).
+        _, dthr = jax.jvp(lambda t_, reg_: reg_.prox(w, t_), (t, reg), (dt, dreg))
+        dy0 = reg.jacobian_apply(jac, dw0) + dthr
         rhs = mm(dx.T, y) + mm(x.T, dy0)
-        _, jac = reg.prox_jacobian(w, t)
         dlam = _multiplier_solve(x, t, reg, jac, use_cg)(-(rhs + rhs.T))
         dwl = (2.0 * t) * mm(x, dlam)
         dy = dy0 + reg.jacobian_apply(jac, dwl)
-        # zeta is zeroed for invalid, non-finite or collapsed calls, the subgradient for the
-        # first two: their tangents too.
-        valid = (info.status != Status.NONFINITE) & (info.status != Status.INVALID)
+        # A collapsed call zeroes zeta but keeps its multiplier and subgradient (the next
+        # call starts there): so do the tangents.
         moves = valid & (info.status != Status.COLLAPSED)
-        dsub = ((dw0 + dwl - dy) - dt * info.subgradient) / t
+        dsub = ((dw0 + dwl - dy) - dt * sub) / t
         dinfo = info._replace(
-            lam=jnp.where(valid, dlam, 0.0), lam_h=jnp.where(valid, dlam - dsmooth, 0.0),
-            subgradient=jnp.where(valid, dsub, 0.0),
+            lam=dlam, lam_h=jnp.where(valid, dlam - dsmooth, 0.0), subgradient=dsub,
             **{f: _zero_tangent(getattr(info, f)) for f in
                ("num_steps", "residual", "converged", "status", "num_linear_steps",
                 "num_evaluations")})

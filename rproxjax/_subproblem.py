@@ -373,11 +373,16 @@ def tangent_prox(
     ``g``, ``t`` and the regularizer's strengths are those of the solution map,
     by the implicit function theorem at the returned multiplier (one Newton
     system, dense or CG like the solve; :mod:`rproxjax._implicit`), not of the
-    iterations: a warm start, ``tol`` and ``rtol`` do not move them, and they are
-    zero for calls whose zeta is zeroed (invalid, non-finite, collapsed). At an
-    unconverged iterate they are the solution map's at that approximate point;
-    where an entry of Y sits exactly at the prox's kink they use one element of
-    its generalized Jacobian.
+    iterations: a warm start, ``tol`` and ``rtol`` do not move them. Invalid and
+    non-finite calls have zero tangents and gradients; a collapsed call zero
+    tangents of zeta (its multiplier and subgradient keep theirs). At an
+    unconverged iterate (or a loose one: the stochastic optimizers stop at
+    ``rtol`` = ``SSN_RTOL``) they are those of the map with E held at its current
+    value, so approximate. Where the solution map is not differentiable (an entry
+    of W exactly at the prox's kink, or a support that changes under any move) they
+    are one generalized derivative; on degenerate subproblems the dense system
+    drops the part of its right-hand side in the Gram matrix's null space (the
+    CG system divides it by 4t eps).
 
     Methods:
 
