@@ -84,6 +84,20 @@ def _pair_products(a, b, basis):
     return a[:, rows] * b[:, cols]
 
 
+def _row_norms(v, keepdims=False):
+    """||V_i||_2 per row with a zero (not NaN) derivative at a zero row, where the prox is
+    identically 0 and 0 is a subgradient of the norm."""
+    sq = jnp.sum(v * v, axis=-1, keepdims=keepdims)
+    nonzero = sq > 0
+    return jnp.where(nonzero, jnp.sqrt(jnp.where(nonzero, sq, 1.0)), 0.0)
+
+
+def _strength(mu, like):
+    """mu in the dtype of the argument: the methods follow their input's dtype (a float64
+    mu with x64 enabled must not promote float32 inputs)."""
+    return jnp.asarray(mu, jnp.result_type(like))
+
+
 class L1(NamedTuple):
     r"""Entrywise l1 norm, h(X) = sum_{i,j} mu_j |X_ij|.
 
@@ -103,20 +117,21 @@ class L1(NamedTuple):
 
     def value(self, x):
         # Sums over the matrix (or vector) axes; leading batch axes are kept.
-        return jnp.sum(self.mu * jnp.abs(x), axis=tuple(range(-min(jnp.ndim(x), 2), 0)))
+        mu = _strength(self.mu, x)
+        return jnp.sum(mu * jnp.abs(x), axis=tuple(range(-min(jnp.ndim(x), 2), 0)))
 
     def prox(self, v, t):
-        thr = t * self.mu
+        thr = t * _strength(self.mu, v)
         return jnp.sign(v) * jnp.maximum(jnp.abs(v) - thr, 0.0)
 
     def prox_jacobian(self, v, t):
-        thr = t * self.mu
+        thr = t * _strength(self.mu, v)
         active = jnp.abs(v) > thr
         y = jnp.where(active, v - jnp.sign(v) * thr, jnp.zeros_like(v))
         return y, active.astype(v.dtype)
 
     def subgradient(self, x):
-        return self.mu * jnp.sign(x)
+        return _strength(self.mu, x) * jnp.sign(x)
 
     def jacobian_apply(self, jac, w):
         return jac * w
@@ -170,18 +185,19 @@ class L21(NamedTuple):
     mu: Array
 
     def value(self, x):
-        return self.mu * jnp.sum(jnp.linalg.norm(x, axis=-1), axis=-1)
+        return _strength(self.mu, x) * jnp.sum(_row_norms(x), axis=-1)
 
     def prox(self, v, t):
         return self.prox_jacobian(v, t)[0]
 
     def subgradient(self, x):
-        norms = jnp.linalg.norm(x, axis=-1, keepdims=True)
-        return self.mu * jnp.where(norms > 0, x / jnp.where(norms > 0, norms, 1.0), 0.0)
+        norms = _row_norms(x, keepdims=True)
+        mu = _strength(self.mu, x)
+        return mu * jnp.where(norms > 0, x / jnp.where(norms > 0, norms, 1.0), 0.0)
 
     def prox_jacobian(self, v, t):
-        thr = t * self.mu
-        norms = jnp.linalg.norm(v, axis=-1)
+        thr = t * _strength(self.mu, v)
+        norms = _row_norms(v)
         active = norms > thr
         safe = jnp.where(active, norms, jnp.ones_like(norms))
         alpha = jnp.where(active, 1.0 - thr / safe, 0.0)

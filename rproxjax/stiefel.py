@@ -372,4 +372,6 @@ def feasibility(x):
     _checks.check_point("x", x)
     r = x.shape[-1]
     gram = mm(_mT(x), x) - jnp.eye(r, dtype=x.dtype)
-    return jnp.sqrt(jnp.sum(gram * gram, axis=(-2, -1)))
+    sq = jnp.sum(gram * gram, axis=(-2, -1))
+    # A zero (not NaN) derivative on the manifold, where the distance has its minimum.
+    return jnp.where(sq > 0, jnp.sqrt(jnp.where(sq > 0, sq, 1.0)), 0.0)

@@ -323,6 +323,17 @@ def test_exp_stays_orthonormal_on_long_steps_with_spread_normal_parts():
         assert float(stiefel.feasibility(y)) < 1e-12
 
 
+def test_feasibility_has_a_zero_derivative_on_the_manifold():
+    # ||X^T X - I||_F is minimal (0) at an exactly orthonormal X: the square root's
+    # derivative there was NaN (0 is a subgradient). Off it the gradient has norm ~1.
+    np.testing.assert_array_equal(jax.grad(stiefel.feasibility)(jnp.eye(10, 3)), 0.0)
+    x, _ = _point_and_tangent(45, 10, 3)
+    drifted = 1.01 * x
+    u = jax.random.normal(jax.random.key(46), x.shape)
+    fd = (stiefel.feasibility(drifted + 1e-6 * u) - stiefel.feasibility(drifted - 1e-6 * u)) / 2e-6
+    np.testing.assert_allclose(jnp.sum(jax.grad(stiefel.feasibility)(drifted) * u), fd, rtol=1e-6)
+
+
 def test_exp_matches_the_dense_canonical_geodesic():
     # Independent reference: expm(W) X with W = P V X^T - X V^T P, P = I - X X^T / 2 (the
     # canonical-metric geodesic in its d x d form), for short and long steps.

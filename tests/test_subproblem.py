@@ -495,3 +495,30 @@ def test_relative_tolerance_stops_early_with_a_bounded_error():
     assert int(info_l.num_steps) < int(info.num_steps)
     assert float(info_l.residual) <= 1e-2 * float(jnp.linalg.norm(loose)) + 1e-10
     assert float(jnp.linalg.norm(loose - tight)) <= 10 * float(info_l.residual) + 1e-12
+
+
+def test_l21_derivatives_at_a_zero_row_are_zero_not_nan():
+    # The prox is identically 0 on a row with ||V_i|| <= t mu, and 0 is a subgradient of
+    # the row norm at 0: the norm's derivative there was NaN (0/0).
+    v = jnp.array([[0.0, 0.0], [1.0, 2.0], [0.1, 0.0]])
+    reg = rproxjax.l21(0.3)
+    for fn in (lambda a: reg.prox(a, 1.0).sum(), reg.value, lambda a: reg.subgradient(a).sum()):
+        grad = jax.grad(fn)(v)
+        assert bool(jnp.all(jnp.isfinite(grad)))
+        np.testing.assert_array_equal(grad[0], 0.0)
+        u = jnp.zeros_like(v).at[1:].set(jax.random.normal(jax.random.key(0), (2, 2)))
+        fd = (fn(v + 1e-6 * u) - fn(v - 1e-6 * u)) / 2e-6
+        np.testing.assert_allclose(jnp.sum(grad * u), fd, rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("mu", [np.float64(0.3), np.array(0.3), jnp.float64(0.3),
+                                np.array([0.1, 0.2])])
+@pytest.mark.parametrize("make", [rproxjax.l1, rproxjax.l21])
+def test_regularizer_methods_follow_the_input_dtype(make, mu):
+    # A float64 strength (x64 enabled) must not promote float32 inputs.
+    if make is rproxjax.l21 and np.ndim(mu):
+        pytest.skip("l21 has one strength")
+    reg = make(mu)
+    v = jnp.ones((4, 2), jnp.float32)
+    outs = (reg.prox(v, 1.0), reg.value(v), reg.subgradient(v), reg.prox_jacobian(v, 1.0)[0])
+    assert all(o.dtype == jnp.float32 for o in outs)
