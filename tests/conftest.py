@@ -8,6 +8,20 @@ jax.config.update("jax_enable_x64", True)
 import pytest  # noqa: E402
 
 
+@pytest.fixture(params=[None, False], ids=["lanes-default", "lanes-batched"])
+def lanes_flag(request):
+    """Runs a test with the default batching of vmapped solves (lanes mapped one after
+    another on CPU) and with one batched Newton loop (_subproblem.SEQUENTIAL_LANES)."""
+    from rproxjax import _subproblem
+
+    old = _subproblem.SEQUENTIAL_LANES
+    _subproblem.SEQUENTIAL_LANES = request.param
+    jax.clear_caches()
+    yield request.param
+    _subproblem.SEQUENTIAL_LANES = old
+    jax.clear_caches()
+
+
 @pytest.fixture(scope="session")
 def tiny_results(tmp_path_factory):
     """One folder per session for the experiments' tiny results (shared with the notebooks)."""

@@ -107,18 +107,6 @@ def test_warm_start_from_solution_takes_no_steps():
     assert int(warm.num_steps) < int(cold.num_steps)
 
 
-@pytest.fixture(params=[None, False], ids=["lanes-default", "lanes-batched"])
-def lanes_flag(request):
-    """Runs a test with the default batching of vmapped solves (lanes mapped one after
-    another on CPU) and with one batched Newton loop (_subproblem.SEQUENTIAL_LANES)."""
-    old = _subproblem.SEQUENTIAL_LANES
-    _subproblem.SEQUENTIAL_LANES = request.param
-    jax.clear_caches()
-    yield request.param
-    _subproblem.SEQUENTIAL_LANES = old
-    jax.clear_caches()
-
-
 def _equations(jaxpr, name, **params):
     """The equations of a primitive (with the given params) in a jaxpr, sub-jaxprs
     included."""

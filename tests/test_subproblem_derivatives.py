@@ -9,21 +9,11 @@ import numpy as np
 import pytest
 
 import rproxjax
-from rproxjax import _subproblem, stiefel
+from rproxjax import stiefel
 from rproxjax._results import Status
 
 REGS = {"l1": lambda m: rproxjax.l1(m), "l21": lambda m: rproxjax.l21(m)}
 MU = {"l1": 0.3, "l21": 0.5}
-
-
-@pytest.fixture(params=[None, False], ids=["lanes-default", "lanes-batched"])
-def lanes_flag(request):
-    old = _subproblem.SEQUENTIAL_LANES
-    _subproblem.SEQUENTIAL_LANES = request.param
-    jax.clear_caches()
-    yield request.param
-    _subproblem.SEQUENTIAL_LANES = old
-    jax.clear_caches()
 
 
 def _instance(seed, d=20, r=3, dtype=jnp.float64):
