@@ -85,17 +85,18 @@ def _pair_products(a, b, basis):
 
 
 def _row_norms(v, keepdims=False):
-    """||V_i||_2 per row with a zero (not NaN) derivative at a zero row, where the prox is
-    identically 0 and 0 is a subgradient of the norm."""
+    """||V_i||_2 per row with a zero (not NaN) derivative at a zero row (0 is a subgradient
+    of the norm there; the prox is 0 near it when t mu > 0)."""
     sq = jnp.sum(v * v, axis=-1, keepdims=keepdims)
     nonzero = sq > 0
     return jnp.where(nonzero, jnp.sqrt(jnp.where(nonzero, sq, 1.0)), 0.0)
 
 
-def _strength(mu, like):
-    """mu in the dtype of the argument: the methods follow their input's dtype (a float64
-    mu with x64 enabled must not promote float32 inputs)."""
-    return jnp.asarray(mu, jnp.result_type(like))
+def _strength(a, like):
+    """mu (or t) in the floating dtype of the input: the methods follow their input's dtype
+    (a float64 mu or t with x64 enabled must not promote float32 inputs); integer and bool
+    inputs get the default float dtype (mu is never rounded to an integer)."""
+    return jnp.asarray(a, jnp.result_type(like, 1.0))
 
 
 class L1(NamedTuple):
@@ -121,12 +122,13 @@ class L1(NamedTuple):
         return jnp.sum(mu * jnp.abs(x), axis=tuple(range(-min(jnp.ndim(x), 2), 0)))
 
     def prox(self, v, t):
-        thr = t * _strength(self.mu, v)
+        thr = _strength(t, v) * _strength(self.mu, v)
         return jnp.sign(v) * jnp.maximum(jnp.abs(v) - thr, 0.0)
 
     def prox_jacobian(self, v, t):
-        thr = t * _strength(self.mu, v)
-        active = jnp.abs(v) > thr
+        thr = _strength(t, v) * _strength(self.mu, v)
+        # With thr = 0 (mu = 0) the prox is the identity: every entry is active, zeros too.
+        active = (jnp.abs(v) > thr) | (thr <= 0)
         y = jnp.where(active, v - jnp.sign(v) * thr, jnp.zeros_like(v))
         return y, active.astype(v.dtype)
 
@@ -196,10 +198,10 @@ class L21(NamedTuple):
         return mu * jnp.where(norms > 0, x / jnp.where(norms > 0, norms, 1.0), 0.0)
 
     def prox_jacobian(self, v, t):
-        thr = t * _strength(self.mu, v)
+        thr = _strength(t, v) * _strength(self.mu, v)
         norms = _row_norms(v)
-        active = norms > thr
-        safe = jnp.where(active, norms, jnp.ones_like(norms))
+        active = (norms > thr) | (thr <= 0)  # thr = 0: the identity, zero rows too
+        safe = jnp.where(norms > 0, norms, jnp.ones_like(norms))
         alpha = jnp.where(active, 1.0 - thr / safe, 0.0)
         beta = jnp.where(active, thr / safe**3, 0.0)
         y = alpha[..., None] * v

@@ -508,5 +508,12 @@ def test_regularizer_methods_follow_the_input_dtype(make, mu):
         pytest.skip("l21 has one strength")
     reg = make(mu)
     v = jnp.ones((4, 2), jnp.float32)
-    outs = (reg.prox(v, 1.0), reg.value(v), reg.subgradient(v), reg.prox_jacobian(v, 1.0)[0])
-    assert all(o.dtype == jnp.float32 for o in outs)
+    for t in (1.0, jnp.float64(1.0)):
+        outs = (reg.prox(v, t), reg.value(v), reg.subgradient(v), reg.prox_jacobian(v, t)[0])
+        assert all(o.dtype == jnp.float32 for o in outs)
+    # Integer and bool inputs: mu is not rounded to their dtype (it was: l1(0.3) gave 0).
+    ints = jnp.array([[1, -2], [3, 0]])
+    mu64 = np.broadcast_to(np.asarray(mu, np.float64), (2,))
+    np.testing.assert_allclose(reg.prox(ints, 1.0), make(mu64 if np.ndim(mu) else float(mu))
+                               .prox(ints.astype(jnp.float64), 1.0))
+    assert float(rproxjax.l1(0.5).value(jnp.array([[True, False]]))) == 0.5
