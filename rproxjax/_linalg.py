@@ -25,3 +25,10 @@ def mm(a, b):
 def mT(a):  # noqa: N802
     """Swaps the last two axes (the batched transpose)."""
     return jnp.swapaxes(a, -1, -2)
+
+
+def sqrt0(sq):
+    """sqrt(sq) for sq >= 0 with a zero (not NaN) derivative at sq = 0: for norms whose
+    minimum 0 is a kink (0 is a subgradient there)."""
+    nonzero = sq > 0
+    return jnp.where(nonzero, jnp.sqrt(jnp.where(nonzero, sq, 1.0)), 0.0)

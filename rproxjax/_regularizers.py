@@ -41,7 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rproxjax import _checks
-from rproxjax._linalg import mm
+from rproxjax._linalg import mm, sqrt0
 from rproxjax._secant import l1_secant_shift
 
 __all__ = ["L1", "L21", "l1", "l21"]
@@ -87,9 +87,7 @@ def _pair_products(a, b, basis):
 def _row_norms(v, keepdims=False):
     """||V_i||_2 per row with a zero (not NaN) derivative at a zero row (0 is a subgradient
     of the norm there; the prox is 0 near it when t mu > 0)."""
-    sq = jnp.sum(v * v, axis=-1, keepdims=keepdims)
-    nonzero = sq > 0
-    return jnp.where(nonzero, jnp.sqrt(jnp.where(nonzero, sq, 1.0)), 0.0)
+    return sqrt0(jnp.sum(v * v, axis=-1, keepdims=keepdims))
 
 
 def _strength(a, like):

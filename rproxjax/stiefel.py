@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 
 from rproxjax import _checks
-from rproxjax._linalg import mm
+from rproxjax._linalg import mm, mT, sqrt0
 
 __all__ = [
     "RETRACTIONS",
@@ -43,13 +43,10 @@ Retraction = Literal["qr", "polar", "exp", "cayley"]
 RETRACTIONS: tuple[str, ...] = ("qr", "polar", "exp", "cayley")
 
 
-def _mT(a):
-    return jnp.swapaxes(a, -1, -2)
-
 
 def sym(a):
     """Symmetric part (A + A^T) / 2 of a (batch of) square matrices."""
-    return 0.5 * (a + _mT(a))
+    return 0.5 * (a + mT(a))
 
 
 @jax.jit
@@ -69,7 +66,7 @@ def project(x, u):
     _checks.check_point("x", x)
     _checks.check_same_shape("x", x, "u", u)
     _checks.check_same_dtype("x", x, "u", u)
-    return u - mm(x, sym(mm(_mT(x), u)))
+    return u - mm(x, sym(mm(mT(x), u)))
 
 
 @jax.jit
@@ -108,9 +105,9 @@ _SECOND_PASS_COND2 = 100.0
 
 def _inv_sqrt_factor(a):
     """(a (a^T a)^{-1/2}, the eigenvalues of a^T a) through an r x r eigendecomposition."""
-    w, q = jnp.linalg.eigh(mm(_mT(a), a))
+    w, q = jnp.linalg.eigh(mm(mT(a), a))
     scaled = q * jax.lax.rsqrt(jnp.maximum(w, jnp.finfo(a.dtype).tiny))[..., None, :]
-    return mm(a, mm(scaled, _mT(q))), w
+    return mm(a, mm(scaled, mT(q))), w
 
 
 def _two_passes(a):
@@ -149,8 +146,8 @@ def _sylvester(h, m):
 
     def solve(_, b):
         w, q = jnp.linalg.eigh(h)
-        z = mm(mm(_mT(q), b), q) / (w[..., :, None] + w[..., None, :])
-        return mm(mm(q, z), _mT(q))
+        z = mm(mm(mT(q), b), q) / (w[..., :, None] + w[..., None, :])
+        return mm(mm(q, z), mT(q))
 
     return jax.lax.custom_linear_solve(lambda z: mm(h, z) + mm(z, h), m, solve,
                                        symmetric=True)
@@ -159,16 +156,16 @@ def _sylvester(h, m):
 @jax.custom_jvp
 def _gram_root(a):
     """H = (a^T a)^{1/2} (r x r, or a batch); dH solves H dH + dH H = da^T a + a^T da."""
-    w, q = jnp.linalg.eigh(mm(_mT(a), a))
-    return mm(q * jnp.sqrt(jnp.maximum(w, 0.0))[..., None, :], _mT(q))
+    w, q = jnp.linalg.eigh(mm(mT(a), a))
+    return mm(q * jnp.sqrt(jnp.maximum(w, 0.0))[..., None, :], mT(q))
 
 
 @_gram_root.defjvp
 def _gram_root_jvp(primals, tangents):
     (a,), (da,) = primals, tangents
-    m = mm(_mT(da), a)
+    m = mm(mT(da), a)
     h = _gram_root(a)
-    return h, _sylvester(h, m + _mT(m))
+    return h, _sylvester(h, m + mT(m))
 
 
 @_polar_factor.defjvp
@@ -185,10 +182,10 @@ def _polar_jvp(primals, tangents):
     (a,), (da,) = primals, tangents
     u = _polar_factor(a)
     h = _gram_root(a)
-    m = mm(_mT(da), a)
-    dh = _sylvester(h, m + _mT(m))
+    m = mm(mT(da), a)
+    dh = _sylvester(h, m + mT(m))
     # (da - U dH) H^{-1} = (H^{-1} (da - U dH)^T)^T for symmetric H.
-    return u, _mT(jnp.linalg.solve(h, _mT(da - mm(u, dh))))
+    return u, mT(jnp.linalg.solve(h, mT(da - mm(u, dh))))
 
 
 def _polar_passes(a):
@@ -212,6 +209,13 @@ _polar_batched = jax.custom_batching.custom_vmap(_polar_passes)
 _polar_batched.def_vmap(_vmap_as_batch)
 
 
+def _exp_parts(x, v):
+    """(A, V_perp): the exact skew part of X^T V (it keeps the exponential orthogonal) and
+    (I - X X^T) V."""
+    xtv = mm(mT(x), v)
+    return 0.5 * (xtv - mT(xtv)), v - mm(x, xtv)
+
+
 @jax.custom_jvp
 def _retract_exp(x, v):
     """Edelman-Arias-Smith: [X, Q] expm([[A, -R^T], [R, 0]]) [I; 0] with A = X^T V (skew
@@ -220,13 +224,12 @@ def _retract_exp(x, v):
     through :func:`_exp_without_qr` (the same function), since the derivative of a QR is not
     finite where V_perp = 0 (gradients at V = 0 were NaN)."""
     r = x.shape[-1]
-    a = mm(_mT(x), v)
-    a = 0.5 * (a - _mT(a))  # exact skew part: keeps the exponential orthogonal
-    q, rr = jnp.linalg.qr(v - mm(x, mm(_mT(x), v)), mode="reduced")
+    a, vp = _exp_parts(x, v)
+    q, rr = jnp.linalg.qr(vp, mode="reduced")
     zeros = jnp.zeros_like(a)
     block = jnp.concatenate(
         [
-            jnp.concatenate([a, -_mT(rr)], axis=-1),
+            jnp.concatenate([a, -mT(rr)], axis=-1),
             jnp.concatenate([rr, zeros], axis=-1),
         ],
         axis=-2,
@@ -250,15 +253,13 @@ def _exp_without_qr(x, v):
     Not normal, so less orthonormal than the QR form on long steps whose V_perp has spread
     singular values (float64: 1e-11 against 5e-14 at ||V|| = 1e3): used for derivatives."""
     r = x.shape[-1]
-    a = mm(_mT(x), v)
-    a = 0.5 * (a - _mT(a))
-    vp = v - mm(x, mm(_mT(x), v))
+    a, vp = _exp_parts(x, v)
     size = jnp.sqrt(jnp.sum(vp * vp, axis=(-2, -1), keepdims=True))
     c = jax.lax.stop_gradient(jnp.maximum(size, 1.0))  # the result is free of c
     eye = jnp.broadcast_to(jnp.eye(r, dtype=x.dtype), a.shape)
     block = jnp.concatenate(
         [
-            jnp.concatenate([a, -mm(_mT(vp), vp) / c], axis=-1),
+            jnp.concatenate([a, -mm(mT(vp), vp) / c], axis=-1),
             jnp.concatenate([c * eye, jnp.zeros_like(a)], axis=-1),
         ],
         axis=-2,
@@ -286,12 +287,12 @@ def _retract_cayley(x, v):
     # (I - W/2)^{-1} (I + W/2) X = X + U (I - Z^T U / 2)^{-1} (Z^T X)
     # using (I - W/2)^{-1} (I + W/2) = I + (I - W/2)^{-1} W.
     r = x.shape[-1]
-    pv = v - 0.5 * mm(x, mm(_mT(x), v))
+    pv = v - 0.5 * mm(x, mm(mT(x), v))
     u = jnp.concatenate([pv, x], axis=-1)
     z = jnp.concatenate([x, -pv], axis=-1)
     eye = jnp.eye(2 * r, dtype=x.dtype)
-    small = eye - 0.5 * mm(_mT(z), u)
-    return x + mm(u, jnp.linalg.solve(small, mm(_mT(z), x)))
+    small = eye - 0.5 * mm(mT(z), u)
+    return x + mm(u, jnp.linalg.solve(small, mm(mT(z), x)))
 
 
 @functools.partial(jax.jit, static_argnames="method")
@@ -371,7 +372,6 @@ def feasibility(x):
     """Distance to the constraint, ||X^T X - I||_F (batched over leading dims)."""
     _checks.check_point("x", x)
     r = x.shape[-1]
-    gram = mm(_mT(x), x) - jnp.eye(r, dtype=x.dtype)
-    sq = jnp.sum(gram * gram, axis=(-2, -1))
+    gram = mm(mT(x), x) - jnp.eye(r, dtype=x.dtype)
     # A zero (not NaN) derivative on the manifold, where the distance has its minimum.
-    return jnp.where(sq > 0, jnp.sqrt(jnp.where(sq > 0, sq, 1.0)), 0.0)
+    return sqrt0(jnp.sum(gram * gram, axis=(-2, -1)))
