@@ -162,11 +162,9 @@ def _geometry_cases():
         cases[f"grassmann.retract[{method}]"] = (
             lambda a, b, m=method: grassmann.retract(a, b, method=m), (x, v))
     # Derivatives through the library (transposes keep the forward precision): first and
-    # second order, forward and reverse, vmapped. Not through the "qr" retraction: JAX's
-    # own QR JVP rule (jax._src.lax.linalg._thin_qr_jvp) multiplies at default precision
-    # and, under the jitted retract, no argument or scoped context reaches it ("exp" takes a
-    # QR too, but its derivative has its own rule without one).
-    for method in ("polar", "exp", "cayley"):
+    # second order, forward and reverse, vmapped. "qr" and "exp" take QRs, whose JAX rule
+    # multiplies at the default precision: their derivatives have the library's own rules.
+    for method in stiefel.RETRACTIONS:
         loss = lambda a, b, m=method: jnp.sum(stiefel.retract(a, b, method=m) ** 2)  # noqa: E731
         cases[f"grad stiefel.retract[{method}]"] = (jax.grad(loss), (x, v))
         cases[f"jvp stiefel.retract[{method}]"] = (
@@ -223,8 +221,10 @@ PRODUCTLESS = _productless_cases()
 @pytest.mark.parametrize("name", sorted(GEOMETRY))
 def test_geometry_products_are_highest(name, platform):
     fn, args = GEOMETRY[name]
-    # The QR retraction is a LAPACK/cuSOLVER/TPU QR and a sign flip: no product.
-    assert_highest(lower(fn, *args, platform=platform), expect_dots="[qr" not in name)
+    # The QR retraction is a LAPACK/cuSOLVER/TPU QR and a sign flip: no product (its
+    # derivatives have products).
+    plain_qr = name.startswith(("stiefel.retract[qr", "grassmann.retract[qr"))
+    assert_highest(lower(fn, *args, platform=platform), expect_dots=not plain_qr)
 
 
 @pytest.mark.parametrize("platform", PLATFORMS)

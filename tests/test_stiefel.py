@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from rproxjax import grassmann, stiefel
+from rproxjax._linalg import mm
 
 METHODS = stiefel.RETRACTIONS
 
@@ -260,8 +261,32 @@ def test_polar_derivative_at_a_point_is_the_closed_form(dtype):
     x, _ = _point_and_tangent(32, 15, 4, dtype)
     da = jax.random.normal(jax.random.key(33), x.shape, dtype)
     _, dy = jax.jvp(lambda b: stiefel.retract(x, b, method="polar"), (jnp.zeros_like(x),), (da,))
-    expected = da - x @ stiefel.sym(x.T @ da)
+    # The reference's own products at full precision (JAX's default is TF32 on NVIDIA GPUs).
+    expected = da - mm(x, stiefel.sym(mm(x.T, da)))
     np.testing.assert_allclose(dy, expected, atol=1e-13 if dtype == jnp.float64 else 1e-5)
+
+
+def test_qr_derivative_matches_jax_qr_rule_in_float64():
+    # The QR retraction's own rule (full-precision products; JAX's QR rule multiplies at the
+    # default precision, TF32 on NVIDIA GPUs) against JAX's rule where that is exact (float64
+    # on CPU), at points off the manifold, in ambient directions, forward and reverse.
+    def reference(a):
+        q, r = jnp.linalg.qr(a, mode="reduced")
+        return q * jnp.where(jnp.diagonal(r) < 0, -1.0, 1.0)
+
+    x, _ = _point_and_tangent(45, 20, 5)
+    for seed in range(3):
+        k_v, k_da, k_c = jax.random.split(jax.random.key(46 + seed), 3)
+        v = 0.7 * jax.random.normal(k_v, x.shape)
+        da = jax.random.normal(k_da, x.shape)
+        c = jax.random.normal(k_c, x.shape)
+        y, dy = jax.jvp(lambda b: stiefel.retract(x, b, method="qr"), (v,), (da,))
+        y_ref, dy_ref = jax.jvp(lambda b: reference(x + b), (v,), (da,))
+        np.testing.assert_allclose(y, y_ref, atol=1e-14)
+        np.testing.assert_allclose(dy, dy_ref, atol=1e-12)
+        g = jax.grad(lambda b, c=c: jnp.sum(c * stiefel.retract(x, b, method="qr")))(v)
+        g_ref = jax.grad(lambda b, c=c: jnp.sum(c * reference(x + b)))(v)
+        np.testing.assert_allclose(g, g_ref, atol=1e-12)
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -282,7 +307,8 @@ def test_derivatives_at_a_vertical_tangent_vector_are_finite_and_exact(method):
 
 @pytest.mark.parametrize(("method", "path"), [("polar", "this backend"),
                                             ("polar", "accelerator path"),
-                                            ("exp", "this backend")])  # exp has one path
+                                            ("exp", "this backend"),  # one path
+                                            ("qr", "this backend")])
 def test_second_derivatives_of_retractions_match_finite_differences(method, path, monkeypatch,
                                                                     request):
     # Hessians over ambient v at v = 0, at a vertical v (equal eigenvalues of a^T a) and at a
