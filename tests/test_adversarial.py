@@ -95,12 +95,23 @@ def run_case(fn, expected):
 # ----------------------------------------------------------------------------- shared data
 
 
-@functools.cache
+def _concrete_cache(fn):
+    """functools.cache computed eagerly even when first asked for inside a jax.jit trace
+    (``_pure_fit`` asks inside one): a cached tracer leaked into the worker's later tests."""
+    @functools.cache
+    @functools.wraps(fn)
+    def cached(*args, **kwargs):
+        with jax.ensure_compile_time_eval():
+            return fn(*args, **kwargs)
+    return cached
+
+
+@_concrete_cache
 def _pt(d=6, r=2, seed=0):
     return stiefel.random_point(jax.random.key(seed), d, r)
 
 
-@functools.cache
+@_concrete_cache
 def _gm(d=6, r=2, seed=1):
     return jax.random.normal(jax.random.key(seed), (d, r))
 
@@ -109,12 +120,12 @@ def _tan(d=6, r=2):
     return stiefel.project(_pt(d, r), 0.3 * _gm(d, r))
 
 
-@functools.cache
+@_concrete_cache
 def _data():
     return jax.random.normal(jax.random.key(3), (N, D))
 
 
-@functools.cache
+@_concrete_cache
 def _x0():
     return stiefel.random_point(jax.random.key(4), D, R)
 
@@ -987,7 +998,7 @@ def _spb_stream(num_steps):
                 num_steps=num_steps, refresh_batch_size=2 * B)
 
 
-NAN_ROW = functools.cache(lambda: _data().at[5].set(jnp.nan))
+NAN_ROW = _concrete_cache(lambda: _data().at[5].set(jnp.nan))
 
 FIT = [
     # bool / NumPy integers where an int is expected
@@ -1216,7 +1227,7 @@ def _rmc_small():
     return problems.rmc_problem(rng.normal(size=(5, 4)), rng.random((5, 4)) < 0.8, lam=0.1)
 
 
-Z = functools.cache(lambda: jax.random.normal(jax.random.key(9), (10, 6)))
+Z = _concrete_cache(lambda: jax.random.normal(jax.random.key(9), (10, 6)))
 
 PROBLEMS = [
     case("spca_loss", lambda: problems.spca_loss(_pt(), Z()[0]),
