@@ -20,7 +20,9 @@
 # its 290 s during its third size, step_cost took 113 s, subproblem_real over 45 s, and the
 # 252 tests never run there before 270 s on 14 workers. step_cost has since gained the
 # R-Subgrad floor of its sweeps (two more vmaps per dtype, timed in the same rounds: 170 s
-# allowed) and subproblem_real a tight reference solve per instance.
+# allowed) and subproblem_real a tight reference solve per instance. A later lease
+# (2026-11-27b): step_cost 151 s, then 368 tests (the kernel, geometry, derivative,
+# optimizer and precision files in TEST_PATHS) in 225 s, the call 385 s of 900.
 # The tests' counts (PASSED, FAILED, ERROR, SKIPPED lines of the -v output) end the log: a
 # pytest-xdist session stopped by the time limit writes no report of its own.
 set -uo pipefail
