@@ -72,7 +72,8 @@ class SubproblemInfo(NamedTuple):
       residual: ||E(Lambda)||_F at the returned multiplier. Since
         zeta^T X + X^T zeta = E(Lambda), it is also the tangency defect (not a
         bound on the distance to the exact solution: see :func:`default_tol`).
-      converged: ``residual <= tol + rtol * ||zeta||_F`` (bool).
+      converged: ``residual <= tol + (rtol + eps) * ||zeta||_F`` (bool), eps that of the
+        dtype: E's rounding level, so that a ``tol`` below it still ends the solve.
       status: a :class:`rproxjax.Status` code (int32); ``describe(status)``
         gives a readable message.
       num_linear_steps: conjugate-gradient iterations, summed over Newton
@@ -435,7 +436,8 @@ def tangent_prox(
       tol: absolute bound on ||E(Lambda)||_F (not its square); defaults to
         :func:`default_tol` of the dtype (1e-10 in float64, ~1.2e-5 in float32).
       rtol: relative bound: the solve stops when
-        ||E||_F <= tol + rtol * ||zeta||_F (0 by default). ||E|| is the
+        ||E||_F <= tol + (rtol + eps) * ||zeta||_F (0 by default; eps, the dtype's,
+        is the rounding level of E, unreachable below). ||E|| is the
         tangency defect of zeta and bounds its error up to a small factor.
       max_steps: most Newton steps (static).
       linear_solver: ``"dense"``, ``"cg"``, or ``"auto"`` (dense for r <= 15).

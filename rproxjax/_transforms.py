@@ -65,7 +65,8 @@ class SSN:
 
     ``tol``, ``rtol``, ``max_steps``, ``linear_solver`` and ``method`` of
     :func:`rproxjax.tangent_prox`: a solve stops at
-    ||E||_F <= tol + rtol ||zeta||_F (``tol=None``: :func:`rproxjax.default_tol`).
+    ||E||_F <= tol + (rtol + eps) ||zeta||_F (``tol=None``: :func:`rproxjax.default_tol`;
+    eps, the dtype's, is the rounding level of E).
     """
 
     tol: Any = None

@@ -300,6 +300,35 @@ def test_float32_agrees_with_float64(reg, linear_solver):
     np.testing.assert_allclose(zeta32, zeta64, atol=2e-4)
 
 
+@pytest.mark.parametrize("t", [1e2, 1e3, 1e4])
+@pytest.mark.parametrize("reg", [rproxjax.l1(0.1), rproxjax.l21(1.0)])
+def test_float32_solves_at_large_scale_end_at_the_rounding_level(reg, t):
+    # ||E|| cannot fall below ~eps ||zeta||: with ||zeta|| ~ 1e3-1e5 the default float32 tol
+    # (1.2e-5) is below it, and such solves ran to max_steps, flagged unconverged, with a
+    # correct answer. The stopping test includes eps ||zeta|| (E's rounding level).
+    x, g = _instance(8, 60, 5)
+    ref, info64 = rproxjax.tangent_prox(x, g, t, reg, tol=1e-12)
+    assert bool(info64.converged)
+    zeta, info = rproxjax.tangent_prox(x.astype(jnp.float32), g.astype(jnp.float32), t, reg)
+    norm_zeta = float(jnp.linalg.norm(zeta))
+    assert int(info.status) == rproxjax.Status.SUCCESSFUL and int(info.num_steps) <= 10
+    assert float(info.residual) <= _subproblem.default_tol(jnp.float32) + float(
+        jnp.finfo(jnp.float32).eps) * norm_zeta
+    assert float(jnp.linalg.norm(zeta - ref)) <= 1e-6 * float(jnp.linalg.norm(ref))
+
+
+def test_a_tolerance_below_the_rounding_level_ends_the_solve():
+    # A tol of the dtype's smallest normal number asks for the impossible: the solve ends at
+    # E's rounding level, converged, instead of running to max_steps (float64 and float32).
+    for dtype in (jnp.float64, jnp.float32):
+        x, g = _instance(9, 40, 4, dtype)
+        tiny = float(jnp.finfo(dtype).tiny)
+        zeta, info = rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(0.2), tol=tiny)
+        assert bool(info.converged) and int(info.num_steps) < 20
+        bound = float(jnp.finfo(dtype).eps) * float(jnp.linalg.norm(zeta))
+        assert float(info.residual) <= tiny + bound
+
+
 def test_per_column_mu():
     x, g = _instance(8, 30, 3)
     mu = jnp.array([0.0, 0.5, 5.0])
