@@ -139,8 +139,22 @@ def _inv_sqrt_factor(a):
     return mm(a, mm(scaled, mT(q))), w
 
 
+#: The second pass's input must be nearly orthonormal: eigenvalues of its Gram matrix
+#: farther than this from 1 mean the first pass failed (a of numerical rank below r, where
+#: eigenvalues of a^T a round to <= 0, e.g. cond(a) ~ 1e9 in float64 or ~ 1e6 in float32),
+#: and the result is NaN instead of a finite non-orthonormal matrix (entries up to 1e281 and
+#: feasibility inf, or a zero column, were returned without any signal).
+_SECOND_PASS_GAP = 0.5
+
+
+def _second_pass(u):
+    u2, w2 = _inv_sqrt_factor(u)
+    failed = jnp.any(jnp.abs(w2 - 1.0) > _SECOND_PASS_GAP, axis=-1)[..., None, None]
+    return jnp.where(failed, jnp.nan, u2)
+
+
 def _two_passes(a):
-    return _inv_sqrt_factor(_inv_sqrt_factor(a)[0])[0]
+    return _second_pass(_inv_sqrt_factor(a)[0])
 
 
 @jax.custom_jvp
@@ -223,7 +237,7 @@ def _polar_passes(a):
     eigenvalue can come out <= 0, and NaN or inf take it too."""
     u, w = _inv_sqrt_factor(a)
     one_pass = jnp.all(w[..., -1] <= _SECOND_PASS_COND2 * w[..., 0])
-    return jax.lax.cond(one_pass, lambda u: u, lambda u: _inv_sqrt_factor(u)[0], u)
+    return jax.lax.cond(one_pass, lambda u: u, _second_pass, u)
 
 
 def _vmap_as_batch(axis_size, in_batched, a):
@@ -249,7 +263,8 @@ def _exp_parts(x, v):
 def _retract_exp(x, v):
     """Edelman-Arias-Smith: [X, Q] expm([[A, -R^T], [R, 0]]) [I; 0] with A = X^T V (skew
     for tangent V) and QR = V_perp = (I - X X^T) V. The block is skew: its exponential is
-    orthogonal, the point orthonormal to rounding for steps of any length. Derivatives go
+    orthogonal, the point orthonormal for steps of any length up to the squarings'
+    rounding (eps ||V||: see :func:`retract`). Derivatives go
     through :func:`_exp_without_qr` (the same function), since the derivative of a QR is not
     finite where V_perp = 0 (gradients at V = 0 were NaN)."""
     r = x.shape[-1]
@@ -297,6 +312,12 @@ def _exp_without_qr(x, v):
     return mm(x, m[..., :r, :r]) + mm(vp, m[..., r:, :r] / c)
 
 
+#: jax.scipy.linalg.expm returns NaN where it would need more squarings than this (its
+#: default, 16, made the exp retraction NaN for ||V|| above ~3.5e5); 64 covers ||V||_1 up to
+#: ~1e20. The unused squarings are skipped branches of a scan.
+_EXPM_MAX_SQUARINGS = 64
+
+
 def _expm(a):
     # jax.scipy.linalg.expm issues its own matrix products (Pade terms,
     # squarings, a solve); their precision is not ours to pass. The context
@@ -304,10 +325,11 @@ def _expm(a):
     # product inside that requests no precision run at full precision on
     # GPU/TPU too (recent JAX versions already ask for HIGHEST there).
     with jax.default_matmul_precision("highest"):
+        expm = functools.partial(jsl.expm, max_squarings=_EXPM_MAX_SQUARINGS)
         if a.ndim == 2:
-            return jsl.expm(a)
+            return expm(a)
         flat = a.reshape((-1,) + a.shape[-2:])
-        return jax.vmap(jsl.expm)(flat).reshape(a.shape)
+        return jax.vmap(expm)(flat).reshape(a.shape)
 
 
 def _retract_cayley(x, v):
@@ -342,9 +364,14 @@ def retract(x, v, method: Retraction = "polar"):
       (Sherman-Morrison-Woodbury) form: a 2r x 2r solve.
 
     ``"qr"`` and ``"polar"`` re-orthonormalize: their output satisfies
-    X^T X = I to rounding error whatever the drift of ``x``. ``"exp"`` and
-    ``"cayley"`` map exactly orthonormal ``x`` to orthonormal points but do not
-    correct an existing drift.
+    X^T X = I to rounding error whatever the drift of ``x``, as long as X + V has
+    full numerical rank for ``"polar"`` (its polar factor is not determined
+    otherwise: where eigenvalues of (X + V)^T (X + V) round to <= 0, about
+    cond(X + V) > 1e7 in float64 or > 3e3 in float32, the result is NaN; ``"qr"``
+    returns an orthonormal basis of some completion). ``"exp"`` and ``"cayley"``
+    map exactly orthonormal ``x`` to orthonormal points but do not correct an
+    existing drift; ``"exp"`` loses orthonormality like eps ||V|| on very long
+    steps (float64: 2e-12 at ||V|| = 1e5; float32: 7e-6 at 1e3, 3e-3 at 1e5).
 
     Args:
       x: point of St(d, r), shape ``[..., d, r]``.

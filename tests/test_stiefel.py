@@ -122,6 +122,52 @@ def test_polar_takes_its_second_pass_where_one_is_not_enough(dtype, bound, monke
         assert float(stiefel.feasibility(one)) > bound
 
 
+@pytest.mark.parametrize("path", ["this backend", "accelerator path"])
+def test_polar_of_a_numerically_rank_deficient_matrix_is_nan(path, monkeypatch, request):
+    # Where eigenvalues of a^T a round to <= 0 the polar factor is not determined to working
+    # precision: the retraction returned finite non-orthonormal matrices (entries ~1e25-1e281,
+    # feasibility inf; a zero column kept as is). Now NaN, lane by lane; the conditioning it
+    # can still handle stays right (against the SVD polar factor).
+    if path == "accelerator path":
+        monkeypatch.setattr(stiefel.jax, "default_backend", lambda: "gpu")
+        jax.clear_caches()
+        request.addfinalizer(jax.clear_caches)
+
+    def polar(a):
+        return stiefel.retract(a, jnp.zeros_like(a), method="polar")
+
+    def stretched(c, dtype):
+        return jnp.array([[1.0, 1.0], [0.0, 1.0 / c], [0.0, 0.0]], dtype)
+
+    for dtype, bad, good, bound in ((jnp.float64, 1e9, 1e7, 1e-9), (jnp.float32, 1e5, 1e3, 1e-4)):
+        assert bool(jnp.all(jnp.isnan(polar(stretched(bad, dtype)))))
+        zero_column = jnp.eye(4, 2, dtype=dtype).at[:, 1].set(0.0)
+        assert bool(jnp.all(jnp.isnan(polar(zero_column))))
+        a = stretched(good, dtype)
+        u, _, vt = np.linalg.svd(np.asarray(a, np.float64), full_matrices=False)
+        np.testing.assert_allclose(polar(a), u @ vt, atol=bound)
+        both = polar(jnp.stack([a, stretched(bad, dtype)]))  # one batch, one branch
+        np.testing.assert_allclose(both[0], u @ vt, atol=bound)
+        assert bool(jnp.all(jnp.isnan(both[1])))
+
+
+def test_feasibility_of_a_non_finite_matrix_is_not_finite():
+    # The safe square root read a NaN sum of squares as 0: a NaN point was "feasible".
+    for bad in (jnp.full((3, 2), jnp.nan), jnp.eye(3, 2).at[0, 0].set(jnp.nan),
+                jnp.full((3, 2), jnp.inf)):
+        assert not bool(jnp.isfinite(stiefel.feasibility(bad)))
+    assert float(stiefel.feasibility(jnp.eye(3, 2))) == 0.0
+
+
+@pytest.mark.parametrize("dtype, size, bound", [(jnp.float64, 1e6, 1e-9),
+                                               (jnp.float32, 1e6, 5e-2)])
+def test_exp_retraction_of_a_very_long_step_is_finite(dtype, size, bound):
+    # jax.scipy.linalg.expm gives NaN past max_squarings (16 by default: ||V|| > ~3.5e5).
+    x, v = _point_and_tangent(50, 30, 4, dtype)
+    y = stiefel.retract(x, (size * v / jnp.linalg.norm(v)).astype(dtype), method="exp")
+    assert bool(jnp.all(jnp.isfinite(y))) and float(stiefel.feasibility(y)) < bound
+
+
 @pytest.mark.parametrize("cond2", [1e2, 1e4])
 def test_one_polar_pass_is_enough_well_beyond_its_threshold(cond2, monkeypatch):
     # The margin of _SECOND_PASS_COND2 = 100: one pass alone (the second turned off) still
