@@ -174,6 +174,8 @@ def _geometry_cases():
             jax.vmap(jax.grad(loss)), (jnp.stack([x, x]), jnp.stack([v, v])))
         cases[f"hessian stiefel.retract[{method}]"] = (
             lambda a, b, f=loss: jax.hessian(f, argnums=1)(a, b)[0, 0], (x, v))
+    cases["grad grassmann.principal_angles"] = (
+        jax.grad(lambda a, b: jnp.sum(grassmann.principal_angles(a, b) ** 2)), (x, y))
     cases["grad stiefel.project"] = (
         jax.grad(lambda a, b: jnp.sum(stiefel.project(a, b) ** 2)), (x, u))
     return cases

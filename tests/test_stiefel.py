@@ -464,3 +464,31 @@ def test_grassmann_projection_retraction_and_angles():
     np.testing.assert_allclose(grassmann.principal_angles(e[:, :2], e[:, 2:4]), np.pi / 2)
     with pytest.raises(ValueError, match="Grassmann"):
         grassmann.retract(u, z, method="exp")
+
+
+@pytest.mark.parametrize("dtype, bound", [(jnp.float64, 1e-15), (jnp.float32, 1e-7)])
+def test_principal_angles_resolve_small_angles_and_differentiate_at_zero(dtype, bound):
+    # Planted angles (1e-8, 1e-3, 1.2) between span(A) and span(W), W = A cos + B sin: by
+    # arccos alone the small ones were lost (identical float32 subspaces gave 3e-4, 1e-8 in
+    # float64 gave 0) and the gradient of the squared distance at identical subspaces was NaN.
+    q = stiefel.random_point(jax.random.key(60), 8, 6)
+    a, b = q[:, :3], q[:, 3:]
+    theta = jnp.array([1e-8, 1e-3, 1.2])
+    w = a * jnp.cos(theta) + b * jnp.sin(theta)
+    angles = grassmann.principal_angles(a.astype(dtype), w.astype(dtype))
+    np.testing.assert_allclose(angles, theta, rtol=1e-6 if dtype == jnp.float64 else 1e-3,
+                               atol=10 * bound)
+    u = a.astype(dtype)
+    assert float(jnp.max(grassmann.principal_angles(u, u))) < 10 * bound * 3
+    grad = jax.grad(lambda z: jnp.sum(grassmann.principal_angles(u, z) ** 2))(u)
+    assert bool(jnp.all(jnp.isfinite(grad))) and float(jnp.max(jnp.abs(grad))) < 1e-6
+    np.testing.assert_allclose(grassmann.principal_angles(a, b), jnp.full(3, jnp.pi / 2),
+                               atol=1e-15)
+
+
+def test_principal_angles_check_both_bases():
+    u = stiefel.random_point(jax.random.key(61), 6, 2)
+    with pytest.raises(ValueError, match="w"):
+        grassmann.principal_angles(u, u.astype(jnp.float32))
+    with pytest.raises((ValueError, TypeError), match="w"):
+        grassmann.principal_angles(u, u.astype(jnp.complex128))
