@@ -31,6 +31,6 @@ def sqrt0(sq):
     """sqrt(sq) for sq >= 0 with a zero (not NaN) derivative at sq = 0: for norms whose
     minimum 0 is a kink (0 is a subgradient there)."""
     nonzero = sq > 0
-    # sq itself where it is not positive: 0 stays 0 and NaN stays NaN (a NaN norm read as 0
-    # made stiefel.feasibility call a NaN point feasible).
-    return jnp.where(nonzero, jnp.sqrt(jnp.where(nonzero, sq, 1.0)), sq)
+    # 0 * sq where sq is not positive: 0 stays 0 with a zero derivative of every order, and
+    # NaN stays NaN (a NaN norm read as 0 made stiefel.feasibility call a NaN point feasible).
+    return jnp.where(nonzero, jnp.sqrt(jnp.where(nonzero, sq, 1.0)), 0.0 * sq)

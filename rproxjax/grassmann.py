@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+import jax
 import jax.numpy as jnp
 
 from rproxjax import _checks
@@ -70,8 +71,9 @@ def principal_angles(u, w):
     """Principal angles (radians, ascending) between span(U) and span(W).
 
     Both bases must be orthonormal and of the same shape and dtype. Each angle is the
-    arcsin of a singular value of W - U (U^T W) where that sine is below 1/sqrt(2), the
-    arccos of a singular value of U^T W elsewhere (Knyazev and Argentati 2002): arccos
+    arcsin of a singular value of W - U (U^T W) where that sine is small, the arccos of a
+    singular value of U^T W where it is large, a blend of both in between (sin^2 from 0.3
+    to 0.7; after Knyazev and Argentati 2002): arccos
     alone loses small angles to rounding (identical float32 subspaces gave 3e-4, an angle
     of 1e-8 in float64 gave 0) and its derivative is infinite at angle 0 (the gradient of
     the sum of squared angles was NaN at identical subspaces; now 0).
@@ -83,7 +85,12 @@ def principal_angles(u, w):
     utw = mm(mT(u), w)
     cosines = jnp.linalg.svd(utw, compute_uv=False)  # descending: their arccos ascend
     sines = jnp.linalg.svd(w - mm(u, utw), compute_uv=False)[..., ::-1]  # ascending
-    small = sines * sines < 0.5
-    by_sine = jnp.arcsin(jnp.clip(jnp.where(small, sines, 0.0), 0.0, 1.0))
-    by_cosine = jnp.arccos(jnp.clip(jnp.where(small, 1.0, cosines), 0.0, 1.0))
-    return jnp.where(small, by_sine, by_cosine)
+    # Blended over sin^2 in [0.3, 0.7], where both forms are accurate, with weights that
+    # depend on the value alone: equal angles get equal weights, so derivatives of functions
+    # of a cluster of repeated angles stay those of one form (a hard switch at pi/4 mixed the
+    # two singular value decompositions inside such a cluster: wrong gradients). A form whose
+    # weight is 0 sees a dummy argument (no infinite derivative at sine or cosine 1).
+    weight = jax.lax.stop_gradient(jnp.clip((0.7 - sines * sines) / 0.4, 0.0, 1.0))
+    by_sine = jnp.arcsin(jnp.clip(jnp.where(weight > 0, sines, 0.5), 0.0, 1.0))
+    by_cosine = jnp.arccos(jnp.clip(jnp.where(weight < 1, cosines, 0.5), 0.0, 1.0))
+    return weight * by_sine + (1.0 - weight) * by_cosine

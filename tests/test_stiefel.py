@@ -151,6 +151,16 @@ def test_polar_of_a_numerically_rank_deficient_matrix_is_nan(path, monkeypatch, 
         assert bool(jnp.all(jnp.isnan(both[1])))
 
 
+def test_safe_square_root_has_zero_derivatives_of_every_order_at_zero():
+    # sqrt0 keeps NaN by returning 0 * sq where sq <= 0: sq itself (a first version) had a
+    # first derivative 0 at 0 but a second one of 1 (Hessians of l21 at zero rows 1, of
+    # feasibility on the manifold up to 8).
+    from rproxjax._linalg import sqrt0
+
+    assert float(jax.hessian(lambda a: sqrt0(a * a))(0.0)) == 0.0
+    assert float(jnp.max(jnp.abs(jax.hessian(stiefel.feasibility)(jnp.eye(5, 2))))) == 0.0
+
+
 def test_feasibility_of_a_non_finite_matrix_is_not_finite():
     # The safe square root read a NaN sum of squares as 0: a NaN point was "feasible".
     for bad in (jnp.full((3, 2), jnp.nan), jnp.eye(3, 2).at[0, 0].set(jnp.nan),
