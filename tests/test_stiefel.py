@@ -502,3 +502,21 @@ def test_principal_angles_check_both_bases():
         grassmann.principal_angles(u, u.astype(jnp.float32))
     with pytest.raises((ValueError, TypeError), match="w"):
         grassmann.principal_angles(u, u.astype(jnp.complex128))
+
+
+def test_principal_angles_gradient_at_repeated_angles_near_the_blend():
+    # Three equal angles pi/4 (where the sine and cosine forms meet): the gradient of the
+    # sum of squared angles against central differences along the manifold (a hard switch
+    # between the forms mixed them inside the cluster: relative errors 0.8-45).
+    rng = np.random.default_rng(1)
+    q, _ = np.linalg.qr(rng.standard_normal((8, 6)))
+    rotation = np.linalg.qr(rng.standard_normal((3, 3)))[0]
+    u = jnp.asarray(q[:, :3])
+    w = jnp.asarray((q[:, :3] * np.cos(np.pi / 4) + q[:, 3:] * np.sin(np.pi / 4)) @ rotation)
+    f = lambda z: jnp.sum(grassmann.principal_angles(u, z) ** 2)  # noqa: E731
+    grad = jax.grad(f)(w)
+    for seed in range(3):
+        v = stiefel.project(w, jnp.asarray(np.random.default_rng(seed).standard_normal(w.shape)))
+        h = 1e-6
+        fd = (f(stiefel.retract(w, h * v)) - f(stiefel.retract(w, -h * v))) / (2 * h)
+        np.testing.assert_allclose(jnp.sum(grad * v), fd, rtol=1e-6)
