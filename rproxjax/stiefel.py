@@ -45,7 +45,11 @@ RETRACTIONS: tuple[str, ...] = ("qr", "polar", "exp", "cayley")
 
 
 def sym(a):
-    """Symmetric part (A + A^T) / 2 of a (batch of) square matrices."""
+    """Symmetric part (A + A^T) / 2 of a (batch of) square float32/float64 matrices."""
+    _checks.check_float("a", a)
+    shape = jnp.shape(a)
+    if len(shape) < 2 or shape[-1] != shape[-2]:
+        raise ValueError(f"sym needs a (batch of) square matrices, got shape {shape}.")
     return 0.5 * (a + mT(a))
 
 
@@ -82,6 +86,7 @@ def transport(x, y, u):
       P_Y(U), a tangent vector at ``y``.
     """
     _checks.check_same_shape("x", x, "y", y)
+    _checks.check_same_dtype("y", y, "x", x)
     return project(y, u)
 
 
@@ -419,7 +424,10 @@ def random_point(key, d: int, r: int, dtype=None, *, shape: tuple[int, ...] = ()
         dtype = jnp.result_type(float)
     if jnp.dtype(dtype) not in (jnp.float32, jnp.float64):
         raise ValueError(f"dtype must be float32 or float64, got {dtype}.")
-    g = jax.random.normal(key, tuple(shape) + (d, r), dtype=dtype)
+    dims = [_checks.index_or_none(n) for n in shape] if isinstance(shape, tuple | list) else None
+    if dims is None or any(n is None or n < 0 for n in dims):
+        raise ValueError(f"shape must be a tuple of non-negative integers, got {shape!r}.")
+    g = jax.random.normal(key, tuple(dims) + (d, r), dtype=dtype)
     return _sign_fix_qr(g)
 
 

@@ -520,3 +520,22 @@ def test_principal_angles_gradient_at_repeated_angles_near_the_blend():
         h = 1e-6
         fd = (f(stiefel.retract(w, h * v)) - f(stiefel.retract(w, -h * v))) / (2 * h)
         np.testing.assert_allclose(jnp.sum(grad * v), fd, rtol=1e-6)
+
+
+def test_small_geometry_functions_reject_bad_inputs_clearly():
+    # Found by review: sym accepted non-square input (a broadcasting error) and integers
+    # (promoted silently), random_point's shape=3 raised "'int' object is not iterable",
+    # transport took any x.
+    with pytest.raises(ValueError, match="square"):
+        stiefel.sym(jnp.ones((3, 2)))
+    with pytest.raises(ValueError, match="square"):
+        stiefel.sym(jnp.ones(3))
+    with pytest.raises(ValueError, match="float32 or float64"):
+        stiefel.sym(jnp.ones((2, 2), jnp.int32))
+    for shape in (3, (-1,), (2.0,)):
+        with pytest.raises(ValueError, match="shape"):
+            stiefel.random_point(jax.random.key(0), 4, 2, shape=shape)
+    assert stiefel.random_point(jax.random.key(0), 4, 2, shape=(np.int64(2),)).shape == (2, 4, 2)
+    x, v = _point_and_tangent(62, 6, 2)
+    with pytest.raises(ValueError, match="dtype"):
+        stiefel.transport(x.astype(jnp.float32), x, v)
