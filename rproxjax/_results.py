@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 
+import jax
 import numpy as np
 
 __all__ = ["Status", "describe"]
@@ -39,21 +40,28 @@ _MESSAGES = {
         "max_steps or lower t * mu"
     ),
     Status.INVALID: (
-        "not solved: a traced argument is invalid (t <= 0 or mu < 0; concrete values are "
-        "rejected with a ValueError instead): zeta = 0 is returned"
+        "not solved: a traced argument is invalid (t <= 0, mu < 0, tol not finite and "
+        "> 0 or rtol not finite and >= 0; concrete values are rejected with a ValueError "
+        "instead): zeta = 0 is returned"
     ),
 }
 
 
 def describe(status) -> str | list:
-    """Readable message(s) for a status code or an array of codes.
+    """Readable message(s) for a status code or an array of codes (a nested list for an
+    array, of its shape). Runs on the host: inside ``jax.jit`` return the codes instead.
 
     Example:
         >>> from rproxjax import Status, describe
         >>> describe(Status.SUCCESSFUL)
         'converged: the residual is below the tolerance'
     """
+    if isinstance(status, jax.core.Tracer):
+        raise TypeError("describe reads status codes on the host; inside jax.jit or "
+                        "jax.vmap return info.status and describe it outside.")
     codes = np.asarray(status)
+    if codes.dtype == np.bool_ or not np.issubdtype(codes.dtype, np.integer):
+        raise TypeError(f"describe takes integer status codes, got dtype {codes.dtype}.")
     if codes.ndim == 0:
         return Status(int(codes)).message
-    return [Status(int(c)).message for c in codes.ravel()]
+    return [describe(c) for c in codes]

@@ -95,9 +95,12 @@ def meets_stopping_test(x, y, norm_e, tol, rtol):
     flagged unconverged with a correct answer (float32 with ||zeta|| ~ 1e3-1e5, e.g. t = 1e3:
     100 steps, residuals floored at 0.04-0.2 eps ||zeta||, zeta within 1e-7 relative of the
     float64 solution). It never binds at the scales of the optimizers' subproblems.
+    A non-finite ||E|| or ||zeta|| (overflow at extreme scales) never passes: inf <= inf
+    made such calls converged with wrong answers.
     """
     eps = jnp.finfo(norm_e.dtype).eps
-    return norm_e <= tol + (rtol + eps) * jnp.sqrt(jnp.sum((y - x) ** 2))
+    bound = tol + (rtol + eps) * jnp.sqrt(jnp.sum((y - x) ** 2))
+    return jnp.isfinite(norm_e) & jnp.isfinite(bound) & (norm_e <= bound)
 
 
 def residual(x, xt, t, reg, w):

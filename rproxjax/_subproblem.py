@@ -234,8 +234,15 @@ def _finish(x, g, t, reg, lam0, smooth, tol, rtol, out):
     collapsed = ~converged & jnp.any(jnp.all(y == 0, axis=0))
     status = jnp.where(collapsed & (status == Status.MAX_STEPS_REACHED), Status.COLLAPSED,
                        status)
+    # Finite inputs at extreme scales can overflow ||E|| or ||zeta|| (entries past ~1e154 in
+    # float64, ~1e19 in float32): such a call is not converged, and says so.
+    overflow = ~jnp.isfinite(norm_e) | ~jnp.isfinite(jnp.sum((y - x) ** 2))
+    status = jnp.where(overflow & ~converged, Status.NONFINITE, status)
     status = jnp.where(inputs_finite, status, Status.NONFINITE).astype(jnp.int32)
+    # Traced values that a concrete call rejects: t, mu, tol (finite, > 0), rtol (finite,
+    # >= 0). An infinite tol or rtol passed every iterate as converged.
     valid = (t > 0) & jnp.all(jnp.stack([jnp.all(a >= 0) for a in jax.tree.leaves(reg)]))
+    valid = valid & (tol > 0) & jnp.isfinite(tol) & (rtol >= 0) & jnp.isfinite(rtol)
     status = jnp.where(inputs_finite & ~valid, Status.INVALID, status).astype(jnp.int32)
     converged = converged & valid
     ok = inputs_finite & valid
@@ -458,8 +465,10 @@ def tangent_prox(
 
     Raises:
       ValueError: for inconsistent shapes, r > d, non-float dtypes, a concrete
-        t <= 0 or mu < 0, mu of the wrong length, an unknown solver or method,
-        or more than one of ``lam``, ``lam_h`` and ``subgradient``.
+        t <= 0 or mu < 0, a concrete tol or rtol out of range, a non-scalar tol or
+        rtol, mu of the wrong length, an unknown solver or method, or more than one
+        of ``lam``, ``lam_h`` and ``subgradient``. Traced values out of range give
+        ``Status.INVALID``; finite inputs whose norms overflow, ``Status.NONFINITE``.
 
     Example:
         >>> import jax, jax.numpy as jnp, rproxjax
@@ -480,6 +489,10 @@ def tangent_prox(
     reg.check(x.shape)
     reg = jax.tree.map(lambda a: jnp.asarray(a, dtype), reg)
     lam, lam_h, subgradient = _warm_start(lam, lam_h, subgradient, x.shape, dtype)
+    for name, value in (("tol", tol), ("rtol", rtol)):
+        if value is not None and jnp.ndim(value) != 0:
+            raise ValueError(f"{name} must be a scalar (vmap over it for several), got shape "
+                             f"{jnp.shape(value)}.")
     if tol is None:
         tol = default_tol(dtype)
     else:

@@ -329,6 +329,38 @@ def test_a_tolerance_below_the_rounding_level_ends_the_solve():
         assert float(info.residual) <= tiny + bound
 
 
+def test_overflowing_norms_are_never_converged():
+    # ||E|| and ||zeta|| overflow (entries past ~1e154 in float64, ~1e19 in float32) with
+    # finite inputs: inf <= inf passed the stopping test, and wrong answers came back
+    # converged with status SUCCESSFUL (review). Now NONFINITE, not converged.
+    x, g = _instance(10, 12, 3)
+    cases = [
+        (x, g, 0.5, {"lam_h": jnp.full((3, 3), 1e160)}),
+        (x.astype(jnp.float32), 2e19 * g.astype(jnp.float32), 0.5, {}),
+        (x, g, 1e154, {}),
+        (x, 1e200 * g, 0.5, {"rtol": 0.1}),
+    ]
+    for xx, gg, t, kw in cases:
+        _, info = rproxjax.tangent_prox(xx, gg, t, rproxjax.l1(0.2), **kw)
+        assert not bool(info.converged)
+        assert int(info.status) == rproxjax.Status.NONFINITE
+
+
+def test_traced_tolerances_out_of_range_are_invalid():
+    # Concrete values raise; traced ones were MAX_STEPS_REACHED (tol < 0, NaN) or, for an
+    # infinite tol or rtol, SUCCESSFUL with a wrong zeta.
+    x, g = _instance(11, 12, 3)
+    status = jax.jit(lambda tol, rtol: rproxjax.tangent_prox(
+        x, g, 0.5, rproxjax.l1(0.2), tol=tol, rtol=rtol)[1].status)
+    for tol, rtol in [(-1.0, 0.0), (jnp.nan, 0.0), (jnp.inf, 0.0), (1e-8, jnp.inf),
+                      (1e-8, -0.5), (1e-8, jnp.nan)]:
+        assert int(status(tol, rtol)) == rproxjax.Status.INVALID
+    assert int(status(1e-8, 0.1)) == rproxjax.Status.SUCCESSFUL
+    for name in ("tol", "rtol"):
+        with pytest.raises(ValueError, match=f"{name} must be a scalar"):
+            rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(0.2), **{name: jnp.array([0.1, 0.2])})
+
+
 def test_per_column_mu():
     x, g = _instance(8, 30, 3)
     mu = jnp.array([0.0, 0.5, 5.0])
@@ -546,3 +578,16 @@ def test_regularizer_methods_follow_the_input_dtype(make, mu):
     np.testing.assert_allclose(reg.prox(ints, 1.0), make(mu64 if np.ndim(mu) else float(mu))
                                .prox(ints.astype(jnp.float64), 1.0))
     assert float(rproxjax.l1(0.5).value(jnp.array([[True, False]]))) == 0.5
+
+
+def test_describe_reads_integer_codes_on_the_host():
+    # describe(1.7) and describe(True) gave the MAX_STEPS message; a 2-d array came back flat;
+    # under jit it raised JAX's TracerArrayConversionError.
+    for bad in (1.7, True, jnp.array([0.0, 1.0])):
+        with pytest.raises(TypeError, match="integer status codes"):
+            rproxjax.describe(bad)
+    codes = jnp.array([[0, 1], [2, 3]], jnp.int32)
+    assert rproxjax.describe(codes) == [[rproxjax.Status(int(c)).message for c in row]
+                                        for row in np.asarray(codes)]
+    with pytest.raises(TypeError, match="on the host"):
+        jax.jit(rproxjax.describe)(jnp.int32(0))
