@@ -72,11 +72,11 @@ def principal_angles(u, w):
 
     Both bases must be orthonormal and of the same shape and dtype. Each angle is the
     arcsin of a singular value of W - U (U^T W) where that sine is small, the arccos of a
-    singular value of U^T W where it is large, a blend of both in between (sin^2 from 0.3
-    to 0.7; after Knyazev and Argentati 2002): arccos
-    alone loses small angles to rounding (identical float32 subspaces gave 3e-4, an angle
-    of 1e-8 in float64 gave 0) and its derivative is infinite at angle 0 (the gradient of
-    the sum of squared angles was NaN at identical subspaces; now 0).
+    singular value of U^T W where it is large, and a blend of both in between (sin^2 from
+    0.3 to 0.7; after Knyazev and Argentati 2002). Arccos alone loses small angles to
+    rounding (identical float32 subspaces gave 3e-4, an angle of 1e-8 in float64 gave 0),
+    and its derivative is infinite at angle 0 (the gradient of the sum of squared angles
+    was NaN at identical subspaces; now 0).
     """
     _checks.check_point("u", u)
     _checks.check_point("w", w)
