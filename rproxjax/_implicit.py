@@ -69,8 +69,8 @@ def _multiplier_solve(x, t, reg, jac, use_cg):
 
 def _pseudo_inverse_solve(x, t, reg, jac, b):
     r = x.shape[-1]
-    rows, cols, scale = _newton.sym_basis(r)
-    basis = (rows, cols, jnp.asarray(scale, x.dtype))
+    basis = _newton.typed_sym_basis(r, x.dtype)
+    rows = basis[0]
     w, q = jnp.linalg.eigh((4.0 * t) * reg.jacobian_gram(x, jac, basis))
     cutoff = rows.size * jnp.finfo(x.dtype).eps * jnp.max(jnp.abs(w))
     inv = jnp.where(w > cutoff, 1.0 / jnp.where(w > cutoff, w, 1.0), 0.0)

@@ -35,6 +35,12 @@ def sym_basis(r: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return rows, cols, scale
 
 
+def typed_sym_basis(r: int, dtype):
+    """:func:`sym_basis` with its scale in ``dtype`` (the form the Newton systems use)."""
+    rows, cols, scale = sym_basis(r)
+    return rows, cols, jnp.asarray(scale, dtype)
+
+
 def vech(h, basis):
     rows, cols, scale = basis
     return scale * (h[rows, cols] + h[cols, rows])
@@ -74,10 +80,8 @@ def cg(matvec, b, atol, maxiter):
 def dense_direction(x, t, reg, jac, e, shift, rho):
     """D from the dense r(r+1)/2 system; returns (D, 0)."""
     r = x.shape[-1]
-    basis = sym_basis(r)
-    rows, cols, scale = basis
-    scale = jnp.asarray(scale, x.dtype)
-    basis = (rows, cols, scale)
+    basis = typed_sym_basis(r, x.dtype)
+    rows, cols, _ = basis
     gram = reg.jacobian_gram(x, jac, basis)
     mat = (4.0 * t) * gram + jnp.diag(shift[rows, cols] + rho)
     # Symmetric positive definite (rho > 0): Cholesky, measured 1.6-1.8x faster than LU.

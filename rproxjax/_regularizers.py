@@ -97,6 +97,11 @@ def _strength(a, like):
     return jnp.asarray(a, jnp.result_type(like, 1.0))
 
 
+def _threshold(t, mu, v):
+    """The prox's threshold t mu in the floating dtype of ``v``."""
+    return _strength(t, v) * _strength(mu, v)
+
+
 class L1(NamedTuple):
     r"""Entrywise l1 norm, h(X) = sum_{i,j} mu_j |X_ij|.
 
@@ -120,11 +125,11 @@ class L1(NamedTuple):
         return jnp.sum(mu * jnp.abs(x), axis=tuple(range(-min(jnp.ndim(x), 2), 0)))
 
     def prox(self, v, t):
-        thr = _strength(t, v) * _strength(self.mu, v)
+        thr = _threshold(t, self.mu, v)
         return jnp.sign(v) * jnp.maximum(jnp.abs(v) - thr, 0.0)
 
     def prox_jacobian(self, v, t):
-        thr = _strength(t, v) * _strength(self.mu, v)
+        thr = _threshold(t, self.mu, v)
         # With thr = 0 (mu = 0) the prox is the identity: every entry is active, zeros too.
         active = (jnp.abs(v) > thr) | (thr <= 0)
         y = jnp.where(active, v - jnp.sign(v) * thr, jnp.zeros_like(v))
@@ -196,7 +201,7 @@ class L21(NamedTuple):
         return mu * jnp.where(norms > 0, x / jnp.where(norms > 0, norms, 1.0), 0.0)
 
     def prox_jacobian(self, v, t):
-        thr = _strength(t, v) * _strength(self.mu, v)
+        thr = _threshold(t, self.mu, v)
         norms = _row_norms(v)
         active = (norms > thr) | (thr <= 0)  # thr = 0: the identity, zero rows too
         safe = jnp.where(norms > 0, norms, jnp.ones_like(norms))

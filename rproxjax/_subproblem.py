@@ -489,6 +489,15 @@ def tangent_prox(
     reg.check(x.shape)
     reg = jax.tree.map(lambda a: jnp.asarray(a, dtype), reg)
     lam, lam_h, subgradient = _warm_start(lam, lam_h, subgradient, x.shape, dtype)
+    tol, rtol = _tolerances(tol, rtol, dtype)
+    use_cg = (r >= CG_THRESHOLD) if linear_solver == "auto" else linear_solver == "cg"
+    return _solve_jit(x, g, t, reg, lam, lam_h, subgradient, tol, rtol, int(max_steps), use_cg,
+                      method)
+
+
+def _tolerances(tol, rtol, dtype):
+    """(tol, rtol) checked (scalars; concrete values in range) and cast to ``dtype``;
+    ``tol=None`` is :func:`default_tol`."""
     for name, value in (("tol", tol), ("rtol", rtol)):
         if value is not None and jnp.ndim(value) != 0:
             raise ValueError(f"{name} must be a scalar (vmap over it for several), got shape "
@@ -498,11 +507,7 @@ def tangent_prox(
     else:
         _checks.check_positive("tol", tol)
     _checks.check_nonnegative("rtol", rtol)
-    tol = jnp.asarray(tol, dtype)
-    rtol = jnp.asarray(rtol, dtype)
-    use_cg = (r >= CG_THRESHOLD) if linear_solver == "auto" else linear_solver == "cg"
-    return _solve_jit(x, g, t, reg, lam, lam_h, subgradient, tol, rtol, int(max_steps), use_cg,
-                      method)
+    return jnp.asarray(tol, dtype), jnp.asarray(rtol, dtype)
 
 
 def _check_arguments(x, g, t, max_steps, linear_solver, method) -> int:
