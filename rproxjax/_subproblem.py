@@ -118,6 +118,8 @@ def default_tol(dtype) -> float:
     and starts and 700 ||E||_F with the reference rule
     (``benchmarks/results/subproblem_real.md``).
     """
+    if dtype is None:  # jnp.dtype(None) is the default float: no silent choice here
+        raise ValueError("dtype must be float32 or float64, got None.")
     if jnp.dtype(dtype) not in (jnp.float32, jnp.float64):
         raise ValueError(f"dtype must be float32 or float64, got {jnp.dtype(dtype)}.")
     return max(1e-10, 100.0 * float(jnp.finfo(dtype).eps))

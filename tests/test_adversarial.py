@@ -577,6 +577,7 @@ TANGENT_PROX = [
          raises(ValueError, "float16")),
     case("default_tol(int32)", lambda: rproxjax.default_tol(jnp.int32),
          raises(ValueError, "int32")),
+    case("default_tol(None)", lambda: rproxjax.default_tol(None), raises(ValueError, "None")),
 ]
 
 
