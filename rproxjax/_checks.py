@@ -109,7 +109,7 @@ def check_positive(name: str, value) -> None:
     concrete = concrete_or_none(value)
     if concrete is None:
         return
-    if not np.issubdtype(concrete.dtype, np.number) or np.iscomplexobj(concrete):
+    if not jnp.issubdtype(concrete.dtype, jnp.number) or np.iscomplexobj(concrete):
         raise ValueError(f"{name} must be a real number, got {value!r}.")
     if not np.all(np.isfinite(concrete)) or np.any(concrete <= 0):
         raise ValueError(f"{name} must be finite and > 0, got {value!r}.")
@@ -119,7 +119,7 @@ def check_nonnegative(name: str, value) -> None:
     concrete = concrete_or_none(value)
     if concrete is None:
         return
-    if not np.issubdtype(concrete.dtype, np.number) or np.iscomplexobj(concrete):
+    if not jnp.issubdtype(concrete.dtype, jnp.number) or np.iscomplexobj(concrete):
         raise ValueError(f"{name} must be a real number, got {value!r}.")
     if not np.all(np.isfinite(concrete)) or np.any(concrete < 0):
         raise ValueError(f"{name} must be finite and >= 0, got {value!r}.")

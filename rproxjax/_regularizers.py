@@ -125,8 +125,10 @@ class L1(NamedTuple):
         return jnp.sum(mu * jnp.abs(x), axis=tuple(range(-min(jnp.ndim(x), 2), 0)))
 
     def prox(self, v, t):
-        thr = _threshold(t, self.mu, v)
-        return jnp.sign(v) * jnp.maximum(jnp.abs(v) - thr, 0.0)
+        # The same selection as the Jacobian's mask, so that its derivatives in t and mu
+        # (taken by tangent_prox's implicit rule) count a tie |V_ij| = t mu_j as inactive
+        # like every other term: jnp.maximum(|v| - thr, 0) splits them 0.5 / 0.5 there.
+        return self.prox_jacobian(v, t)[0]
 
     def prox_jacobian(self, v, t):
         thr = _threshold(t, self.mu, v)
@@ -254,15 +256,18 @@ class L21(NamedTuple):
         _checks.check_nonnegative("l21: mu", self.mu)
 
 
-def _as_strength(name, mu):
+def _as_strength(name, mu, max_ndim=1):
     concrete = _checks.concrete_or_none(mu)
     if concrete is not None:
-        if concrete.dtype == object or not np.issubdtype(concrete.dtype, np.number):
+        # jnp's test: ml_dtypes' bfloat16 is not a NumPy number.
+        if concrete.dtype == object or not jnp.issubdtype(concrete.dtype, jnp.number):
             raise ValueError(f"{name}: mu must be numeric, got {mu!r}.")
-        if concrete.ndim > 1:
-            raise ValueError(
-                f"{name}: mu must be a scalar or a vector, got shape {concrete.shape}."
-            )
+    shape = concrete.shape if concrete is not None else jnp.shape(mu)
+    if len(shape) > max_ndim:
+        raise ValueError(
+            f"{name}: mu must be a scalar{' or a vector' if max_ndim else ''}, got shape "
+            f"{shape}."
+        )
     _checks.check_nonnegative(f"{name}: mu", mu)
     return jnp.asarray(mu)
 
@@ -288,4 +293,4 @@ def l21(mu) -> L21:
         >>> float(reg.value(jnp.array([[3.0, 4.0], [0.0, 1.0]])))
         12.0
     """
-    return L21(_as_strength("l21", mu))
+    return L21(_as_strength("l21", mu, max_ndim=0))

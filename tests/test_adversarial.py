@@ -455,9 +455,16 @@ REGULARIZERS = [
     case("l1 mu complex", lambda: rproxjax.l1(1j), raises(ValueError, "l1: mu.*real")),
     case("l1 mu 2-d", lambda: rproxjax.l1(jnp.ones((2, 2))), raises(ValueError, "l1: mu.*shape")),
     case("l21 mu < 0", lambda: rproxjax.l21(-1.0), raises(ValueError, "l21: mu.*>= 0")),
-    case("l21 vector mu, at use",
-         lambda: rproxjax.tangent_prox(_pt(), _gm(), 0.5, rproxjax.l21(jnp.ones(2))),
+    case("l21 vector mu", lambda: rproxjax.l21(jnp.ones(2)),
+         raises(ValueError, "l21: mu must be a scalar")),  # was accepted (a vector value)
+    case("L21 vector mu, at use",
+         lambda: rproxjax.tangent_prox(_pt(), _gm(), 0.5, rproxjax.L21(jnp.ones(2))),
          raises(ValueError, "l21: mu must be a scalar")),
+    # bfloat16 strengths are numbers (NumPy's issubdtype said no: "must be numeric")
+    case("l1 mu bfloat16", lambda: rproxjax.l1(jnp.bfloat16(0.25)).prox(_gm(), 2.0),
+         returns(_close(lambda: _ref_soft(_gm(), 0.5)))),
+    case("l21 mu bfloat16 < 0", lambda: rproxjax.l21(jnp.bfloat16(-1.0)),
+         raises(ValueError, "l21: mu.*>= 0")),
     case("l1 mu of the wrong length, at use",
          lambda: rproxjax.tangent_prox(_pt(), _gm(), 0.5, rproxjax.l1(jnp.ones(3))),
          raises(ValueError, r"l1: mu.*\(2,\)")),
@@ -577,6 +584,8 @@ TANGENT_PROX = [
          raises(ValueError, "float16")),
     case("default_tol(int32)", lambda: rproxjax.default_tol(jnp.int32),
          raises(ValueError, "int32")),
+    case("t bfloat16", lambda: tp(_pt(), _gm(), jnp.bfloat16(0.5), L1),
+         returns(_solves(_pt(), _gm(), 0.5, 0.1))),
     case("default_tol(None)", lambda: rproxjax.default_tol(None), raises(ValueError, "None")),
 ]
 

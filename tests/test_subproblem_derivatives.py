@@ -206,3 +206,50 @@ def test_mu_zero_derivative_is_the_smooth_problems(name):
         return jax.jvp(lambda gg: rproxjax.tangent_prox(x, gg, 0.4, reg)[0], (g,), (u,))[1]
 
     np.testing.assert_allclose(tangent(REGS[name](0.0)), tangent(None), atol=1e-9)
+
+
+def test_l1_prox_derivative_counts_a_tie_as_inactive():
+    # At |v| = t mu the Jacobian's mask says inactive; the prox's own derivative in mu must
+    # agree (jnp.maximum(|v| - t mu, 0) gave -/+0.5 there).
+    v = jnp.array([[1.0, -1.0, 3.0]])
+    _, mask = rproxjax.l1(1.0).prox_jacobian(v, 1.0)
+    _, tangent = jax.jvp(lambda m: rproxjax.l1(m).prox(v, 1.0), (1.0,), (1.0,))
+    np.testing.assert_array_equal(mask, [[0.0, 0.0, 1.0]])
+    np.testing.assert_array_equal(tangent, [[0.0, 0.0, -1.0]])
+
+
+@pytest.mark.parametrize("linear_solver", ["dense", "cg"])
+def test_t_and_mu_derivatives_with_entries_of_w_at_the_threshold(linear_solver):
+    # A signed coordinate frame (a sparse Stiefel point, like sparse PCA iterates): the solve
+    # lands two entries of W exactly at t mu, yet the solution map is differentiable there
+    # (its one-sided differences agree). The threshold's tangent came from the prox's
+    # jnp.maximum (0.5 at a tie) and the rest from the mask (0): d zeta / d mu was +-t/2
+    # on those entries where every difference is 0 (found by an adversarial review).
+    x = np.zeros((8, 3))
+    x[1, 2], x[3, 1], x[5, 0] = 1.0, 1.0, -1.0
+    g = np.array([[-1.183965440182074, -0.09588802302232449, -0.7165509699937094],
+                  [-1.0583176196060946, -0.17485698581106557, -0.31364022122237073],
+                  [-0.625640710083413, 0.8433291847209428, 1.3821887173678338],
+                  [1.3385559922275325, -0.44494636289612266, -0.5894303919322126],
+                  [-1.627801511661983, -0.3380009743756776, -1.0269539620907704],
+                  [0.09864842667332949, -0.345540237851349, 0.5488512784496556],
+                  [-0.12326639978938696, 0.37526178939598626, 0.5242249414598118],
+                  [-2.4686749058553503, -1.0770862797282779, 0.17078745542853088]])
+    x, g = jnp.asarray(x), jnp.asarray(g)
+    t, mu = 0.9487805321550555, 0.890847618885928
+
+    def solve(tt, mm):
+        return rproxjax.tangent_prox(x, g, tt, rproxjax.l1(mm), linear_solver=linear_solver)
+
+    zeta, info = solve(t, mu)
+    assert bool(info.converged)
+    w = x - t * g + 2 * t * x @ info.lam
+    # The case under test: entries exactly at the threshold (else the test says nothing).
+    assert int(jnp.sum(jnp.abs(w) == t * mu)) >= 1
+    h = 1e-6
+    for direction in [(1.0, 0.0), (0.0, 1.0)]:
+        _, (tangent, _) = jax.jvp(solve, (t, mu), direction)
+        right = (solve(t + h * direction[0], mu + h * direction[1])[0] - zeta) / h
+        left = (zeta - solve(t - h * direction[0], mu - h * direction[1])[0]) / h
+        np.testing.assert_allclose(right, left, atol=1e-6)  # differentiable there
+        np.testing.assert_allclose(tangent, 0.5 * (right + left), atol=1e-6)
