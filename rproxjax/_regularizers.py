@@ -39,6 +39,7 @@ from typing import Any, NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from rproxjax import _checks
 from rproxjax._linalg import mm, sqrt0
@@ -86,8 +87,17 @@ def _pair_products(a, b, basis):
 
 def _row_norms(v, keepdims=False):
     """||V_i||_2 per row with a zero (not NaN) derivative at a zero row (0 is a subgradient
-    of the norm there; the prox is 0 near it when t mu > 0)."""
-    return sqrt0(jnp.sum(v * v, axis=-1, keepdims=keepdims))
+    of the norm there; the prox is 0 near it when t mu > 0).
+
+    Scaled by the row's largest magnitude m, so that squares neither overflow nor underflow
+    (float32 rows of 3e19 had an infinite norm and were kept by a prox that zeroes them;
+    rows of 1e-23 a zero one). m is held constant in derivatives: m ||V_i / m|| is ||V_i||
+    for every m > 0, so every order is exact."""
+    m = lax.stop_gradient(jnp.max(jnp.abs(v), axis=-1, keepdims=True))
+    # A zero, NaN or infinite row is not scaled: its norm stays 0, NaN or inf.
+    m = jnp.where((m > 0) & jnp.isfinite(m), m, jnp.ones_like(m))
+    norms = m * sqrt0(jnp.sum((v / m) ** 2, axis=-1, keepdims=True))
+    return norms if keepdims else norms[..., 0]
 
 
 def _strength(a, like):

@@ -477,6 +477,17 @@ REGULARIZERS = [
     case("l21 prox (row shrinkage)", lambda: rproxjax.l21(0.4).prox(_gm(), 2.0),
          returns(_close(lambda: _np(_gm()) * np.maximum(
              1 - 0.8 / np.linalg.norm(_np(_gm()), axis=1, keepdims=True), 0.0)))),
+    # row norms at extreme float32 scales (squares overflow / underflow unscaled)
+    case("l21 prox, float32 rows of 3e19 under t mu = 5e19",
+         lambda: rproxjax.l21(5e19).prox(jnp.full((2, 2), 3e19, jnp.float32), 1.0),
+         returns(lambda y: np.testing.assert_array_equal(y, np.zeros((2, 2))))),
+    case("l21 prox, float32 rows of 1e-23 over t mu = 1e-30",
+         lambda: rproxjax.l21(1e-30).prox(jnp.full((2, 2), 1e-23, jnp.float32), 1.0),
+         returns(_close(lambda: np.full((2, 2), 1e-23), rtol=1e-6, atol=0.0))),
+    case("l21 value, an infinite row", lambda: rproxjax.l21(1.0).value(jnp.array([[jnp.inf, 1.0]])),
+         returns(lambda v: np.testing.assert_equal(float(v), np.inf))),
+    case("l21 value, a NaN row", lambda: rproxjax.l21(1.0).value(jnp.array([[jnp.nan, 1.0]])),
+         returns(lambda v: np.testing.assert_equal(float(v), np.nan))),
     case("l21 value", lambda: rproxjax.l21(0.4).value(_gm()),
          returns(_close(lambda: 0.4 * np.linalg.norm(_np(_gm()), axis=1).sum()))),
 ]
