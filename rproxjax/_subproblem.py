@@ -388,9 +388,10 @@ def tangent_prox(
     tangents of zeta (its multiplier and subgradient keep theirs). At an
     unconverged iterate (or a loose one: the stochastic optimizers stop at
     ``rtol`` = ``SSN_RTOL``) they are those of the map with E held at its current
-    value, so approximate. Where the solution map is not differentiable (an entry
-    of W exactly at the prox's kink, or a support that changes under any move) they
-    are one generalized derivative; on degenerate subproblems the dense system
+    value, so approximate. An entry of W exactly at the prox's kink counts as inactive
+    in every term (the map is often differentiable there, and they are then its
+    derivatives); where the map is not differentiable (a support that changes under
+    any move) they are one generalized derivative; on degenerate subproblems the dense system
     drops the part of its right-hand side in the Gram matrix's null space (the
     CG system divides it by 4t eps).
 
