@@ -56,7 +56,8 @@ SECANT_PASSES = 3
 #: work before and after the loops stays batched) on CPU and one batched Newton loop
 #: elsewhere; ``True`` / ``False`` force either. On CPU a batched loop runs every lane for as
 #: many steps as the slowest needs, and its kernels, already small, gain nothing from the
-#: batch (benchmarks/results/step_cost.md).
+#: batch (benchmarks/results/step_cost.md). Traced solves are cached by ``jax.jit``: after
+#: changing it, ``jax.clear_caches()`` makes later calls trace (and take) the new setting.
 SEQUENTIAL_LANES = None
 
 
@@ -83,7 +84,8 @@ class SubproblemInfo(NamedTuple):
       lam_h: the regularizer's part of the multiplier, Lambda - sym(X^T G) / 2.
         It changes slowly from one optimizer step to the next while the
         gradient part jumps with every minibatch: pass it back as ``lam_h=`` to
-        warm-start the next step's call (at a new X and G).
+        warm-start the next step's call (at a new X and G). Zeros for non-finite or
+        invalid inputs (like ``subgradient``).
       subgradient: (W - Y) / t at the returned multiplier (d x r), with W its
         prox argument and Y = prox_{t h}(W): an element of the subdifferential of
         h at Y (prox optimality; Y = X + zeta unless zeta was zeroed). At every
@@ -251,7 +253,10 @@ def _finish(x, g, t, reg, lam0, smooth, tol, rtol, out):
     zeta = jnp.where(ok & ~collapsed, y - x, jnp.zeros_like(x))
     # (W - Y) / t at the returned multiplier (the loop keeps its W).
     sub = jnp.where(ok, (w - y) / jnp.where(ok, t, 1.0), jnp.zeros_like(x))
-    info = SubproblemInfo(lam, k, norm_e, converged, status, n_lin, n_eval, lam - smooth, sub)
+    # lam_h zeroed like the subgradient: a NaN one passed back as lam_h= made every later
+    # call of a warm-start chain NONFINITE.
+    lam_h = jnp.where(ok, lam - smooth, jnp.zeros_like(lam))
+    info = SubproblemInfo(lam, k, norm_e, converged, status, n_lin, n_eval, lam_h, sub)
     return zeta, info
 
 
@@ -329,13 +334,19 @@ def _mapped_lanes(solve, loop):
 @jax.jit
 def _solve_smooth(x, g, t):
     """h = 0: zeta = -t P_X(G) and Lambda = sym(X^T G) / 2 in closed form."""
-    lam = _smooth_part(x, g)
     finite = jnp.all(jnp.isfinite(x)) & jnp.all(jnp.isfinite(g)) & jnp.isfinite(t)
     valid = t > 0  # a traced t <= 0 would give an ascent step
-    zeta = jnp.where(finite & valid, -t * (g - mm(x, 2.0 * lam)), jnp.zeros_like(x))
+    ok = finite & valid
+    # Invalid and non-finite calls have zero derivatives: the formulas see harmless inputs
+    # there (a zero cotangent times a NaN partial was NaN: reverse mode through zeta = 0,
+    # and a vmapped NaN lane's NaN in the gradient of arguments shared with other lanes).
+    xs, gs, ts = jnp.where(ok, x, 0.0), jnp.where(ok, g, 0.0), jnp.where(ok, t, 0.0)
+    lam_s = _smooth_part(xs, gs)
+    lam = jnp.where(ok, lam_s, lax.stop_gradient(_smooth_part(x, g)))
+    zeta = jnp.where(ok, -ts * (gs - mm(xs, 2.0 * lam_s)), jnp.zeros_like(x))
     status = jnp.where(finite, jnp.where(valid, Status.SUCCESSFUL, Status.INVALID),
                        Status.NONFINITE).astype(jnp.int32)
-    finite = finite & valid
+    finite = ok
     zero = jnp.zeros((), jnp.int32)
     info = SubproblemInfo(lam, zero, jnp.zeros((), x.dtype), finite, status, zero, zero,
                           jnp.zeros_like(lam), jnp.zeros_like(x))
@@ -376,7 +387,10 @@ def tangent_prox(
     of steps (a ``jax.custom_batching.custom_vmap`` rule), while the work
     around them (the starting residual, the stopping test, zeta; gradients)
     stays batched; on accelerators they form one batched loop that runs until
-    its slowest lane ends (``_subproblem.SEQUENTIAL_LANES``).
+    its slowest lane ends (``_subproblem.SEQUENTIAL_LANES``). Under nested
+    ``vmap`` the innermost axis runs lane by lane and the outer axes batch its
+    loops (the rule maps one axis): flatten the lanes into one axis to run each
+    for its own number of steps.
 
     Derivatives (``jax.jvp``, ``jax.grad``, ``jax.jacfwd``, ...) of zeta,
     ``info.lam``, ``info.lam_h`` and ``info.subgradient`` with respect to ``x``,

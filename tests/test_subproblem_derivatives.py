@@ -208,6 +208,43 @@ def test_mu_zero_derivative_is_the_smooth_problems(name):
     np.testing.assert_allclose(tangent(REGS[name](0.0)), tangent(None), atol=1e-9)
 
 
+def test_smooth_problem_non_finite_and_invalid_calls_have_zero_gradients():
+    # h = None has its own closed form, which had no such guard: reverse mode through its
+    # zeta = 0 was NaN, and a NaN lane poisoned the gradient of arguments shared by lanes.
+    x, g, _, c = _instance(8)
+    bad_g = g.at[0, 0].set(jnp.nan)
+
+    def f(xx, gg, t):
+        zeta, info = rproxjax.tangent_prox(xx, gg, t, None)
+        return jnp.sum(c * zeta) + jnp.sum(info.lam), info.status
+
+    grad = jax.jit(jax.grad(lambda *a: f(*a)[0], argnums=(0, 1, 2)))
+    for gg, t, status in ((bad_g, 0.5, Status.NONFINITE), (g, jnp.inf, Status.NONFINITE),
+                          (g, -0.5, Status.INVALID)):
+        assert int(jax.jit(f)(x, gg, t)[1]) == status
+        for part in grad(x, gg, t):
+            assert bool(jnp.all(part == 0.0))
+    lanes = jnp.stack([g, bad_g, 2.0 * g])
+
+    def shared(xx, t, idx):
+        return jnp.sum(jax.vmap(lambda gg: jnp.sum(c * rproxjax.tangent_prox(xx, gg, t, None)[0]))(
+            lanes[idx]))
+
+    got = jax.grad(shared, argnums=(0, 1))(x, 0.5, jnp.arange(3))
+    want = jax.grad(shared, argnums=(0, 1))(x, 0.5, jnp.array([0, 2]))
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+
+
+def test_lam_h_of_a_non_finite_call_does_not_poison_the_next_warm_start():
+    x, g, _, _ = _instance(9)
+    _, info = rproxjax.tangent_prox(x, g.at[0, 0].set(jnp.nan), 0.5, rproxjax.l1(0.3))
+    assert int(info.status) == Status.NONFINITE
+    np.testing.assert_array_equal(info.lam_h, 0.0)
+    _, info = rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(0.3), lam_h=info.lam_h)
+    assert int(info.status) == Status.SUCCESSFUL
+
+
 def test_l1_prox_derivative_counts_a_tie_as_inactive():
     # At |v| = t mu the Jacobian's mask says inactive; the prox's own derivative in mu must
     # agree (jnp.maximum(|v| - t mu, 0) gave -/+0.5 there).
