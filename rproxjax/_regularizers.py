@@ -93,8 +93,10 @@ def _row_norms(v, keepdims=False):
     (float32 rows of 3e19 had an infinite norm and were kept by a prox that zeroes them;
     rows of 1e-23 a zero one). m is held constant in derivatives: m ||V_i / m|| is ||V_i||
     for every m > 0, so every order is exact."""
-    m = lax.stop_gradient(jnp.max(jnp.abs(v), axis=-1, keepdims=True))
-    # A zero, NaN or infinite row is not scaled: its norm stays 0, NaN or inf.
+    m = lax.stop_gradient(jnp.max(jnp.abs(v), axis=-1, keepdims=True, initial=0.0))
+    # A power of two (exact divisions); a zero, NaN or infinite row is not scaled: its
+    # norm stays 0, NaN or inf.
+    m = jnp.ldexp(jnp.ones_like(m), jnp.frexp(m)[1] - 1)  # in (m / 2, m]
     m = jnp.where((m > 0) & jnp.isfinite(m), m, jnp.ones_like(m))
     norms = m * sqrt0(jnp.sum((v / m) ** 2, axis=-1, keepdims=True))
     return norms if keepdims else norms[..., 0]
@@ -138,7 +140,10 @@ class L1(NamedTuple):
         # The same selection as the Jacobian's mask, so that its derivatives in t and mu
         # (taken by tangent_prox's implicit rule) count a tie |V_ij| = t mu_j as inactive
         # like every other term: jnp.maximum(|v| - thr, 0) splits them 0.5 / 0.5 there.
-        return self.prox_jacobian(v, t)[0]
+        # The inactive fill keeps a NaN entry or threshold NaN (and the sign of zero).
+        thr = _threshold(t, self.mu, v)
+        active = (jnp.abs(v) > thr) | (thr <= 0)
+        return jnp.where(active, v - jnp.sign(v) * thr, jnp.where(jnp.isnan(thr), thr, 0.0 * v))
 
     def prox_jacobian(self, v, t):
         thr = _threshold(t, self.mu, v)
@@ -196,7 +201,9 @@ class L21(NamedTuple):
         = \max\Big(1 - \frac{t\mu}{\|V_{i,:}\|_2}, 0\Big) V_{i,:},
 
     with generalized Jacobian, on rows with ||V_i|| > t mu,
-    (1 - t mu / ||V_i||) I + t mu V_i^T V_i / ||V_i||^3, and 0 elsewhere.
+    (1 - t mu / ||V_i||) I + t mu V_i^T V_i / ||V_i||^3, and 0 elsewhere; held as
+    alpha_i I + gamma_i u_i^T u_i with u_i = V_i / ||V_i|| and gamma_i = t mu / ||V_i||
+    (||V_i||^3 underflows for rows the prox keeps: float32 rows of 1e-13 and below).
     """
 
     mu: Array
@@ -218,36 +225,36 @@ class L21(NamedTuple):
         active = (norms > thr) | (thr <= 0)  # thr = 0: the identity, zero rows too
         safe = jnp.where(norms > 0, norms, jnp.ones_like(norms))
         alpha = jnp.where(active, 1.0 - thr / safe, 0.0)
-        beta = jnp.where(active, thr / safe**3, 0.0)
+        gamma = jnp.where(active, thr / safe, 0.0)
         y = alpha[..., None] * v
-        return y, (alpha, beta, v)
+        return y, (alpha, gamma, v / safe[..., None])
 
     def jacobian_apply(self, jac, w):
-        alpha, beta, v = jac
-        return alpha[:, None] * w + (beta * jnp.sum(v * w, axis=-1))[:, None] * v
+        alpha, gamma, u = jac
+        return alpha[:, None] * w + (gamma * jnp.sum(u * w, axis=-1))[:, None] * u
 
     def jacobian_gram(self, x, jac, basis):
-        alpha, beta, v = jac
+        alpha, gamma, u = jac
         r = x.shape[-1]
         g = mm(x.T, alpha[:, None] * x)
         # First term: tr(B_p^T G B_q) = sum_i (B_p)_{:,i}^T G (B_q)_{:,i}.
         first = _gram_blockdiag(jnp.broadcast_to(g, (r, r, r)), basis)
-        # Second term: sum_k beta_k c_kp c_kq with c_kp = x_k B_p v_k^T
-        # = s_p (x_kj v_kl + x_kl v_kj).
+        # Second term: sum_k gamma_k c_kp c_kq with c_kp = x_k B_p u_k^T
+        # = s_p (x_kj u_kl + x_kl u_kj).
         scale = basis[2]
-        c = scale * (_pair_products(x, v, basis) + _pair_products(v, x, basis))
-        return first + mm(c.T, beta[:, None] * c)
+        c = scale * (_pair_products(x, u, basis) + _pair_products(u, x, basis))
+        return first + mm(c.T, gamma[:, None] * c)
 
     def jacobian_gram_diagonal(self, x, jac):
-        # G_pp = tr(B_p G B_p) + sum_k beta_k c_kp^2 (see jacobian_gram). The first is
+        # G_pp = tr(B_p G B_p) + sum_k gamma_k c_kp^2 (see jacobian_gram). The first is
         # (G_jj + G_ll) / 2 (G_jj on the diagonal); the second, with
-        # c_kp = s_p (x_kj v_kl + x_kl v_kj) expanded, s_p^2 (A + A^T + 2 C)[j, l] for
-        # A = (X o X)^T diag(beta) (V o V) and C = (X o V)^T diag(beta) (X o V).
-        alpha, beta, v = jac
+        # c_kp = s_p (x_kj u_kl + x_kl u_kj) expanded, s_p^2 (A + A^T + 2 C)[j, l] for
+        # A = (X o X)^T diag(gamma) (U o U) and C = (X o U)^T diag(gamma) (X o U).
+        alpha, gamma, u = jac
         g = jnp.sum(alpha[:, None] * x * x, axis=0)
-        a = mm((x * x).T, beta[:, None] * (v * v))
-        xv = x * v
-        c = mm(xv.T, beta[:, None] * xv)
+        a = mm((x * x).T, gamma[:, None] * (u * u))
+        xu = x * u
+        c = mm(xu.T, gamma[:, None] * xu)
         r = x.shape[-1]
         s2 = jnp.where(jnp.eye(r, dtype=bool), 0.25, 0.5).astype(x.dtype)
         return 0.5 * (g[:, None] + g[None, :]) + s2 * (a + a.T + 2.0 * c)

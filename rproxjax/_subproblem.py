@@ -84,17 +84,18 @@ class SubproblemInfo(NamedTuple):
       lam_h: the regularizer's part of the multiplier, Lambda - sym(X^T G) / 2.
         It changes slowly from one optimizer step to the next while the
         gradient part jumps with every minibatch: pass it back as ``lam_h=`` to
-        warm-start the next step's call (at a new X and G). Zeros for non-finite or
-        invalid inputs (like ``subgradient``).
+        warm-start the next step's call (at a new X and G). Zeros where the status
+        is NONFINITE or INVALID (like ``subgradient``).
       subgradient: (W - Y) / t at the returned multiplier (d x r), with W its
         prox argument and Y = prox_{t h}(W): an element of the subdifferential of
         h at Y (prox optimality; Y = X + zeta unless zeta was zeroed). At every
         returned multiplier Lambda = sym(X^T (G + subgradient)) / 2 + E / (4t),
         E = 0 at a solution. Pass it back as ``subgradient=`` to warm-start the
         next step's call at a new X and G: it carries the regularizer's part over
-        to the new X (``lam_h`` is tied to the old one). Zeros for non-finite or
-        invalid inputs and for h = 0; kept for a collapsed iterate (where zeta
-        is zeroed), so that the next call starts where this one ended.
+        to the new X (``lam_h`` is tied to the old one). Zeros where the status is
+        NONFINITE or INVALID (non-finite or invalid inputs, or an overflow) and for
+        h = 0; kept for a collapsed iterate (where zeta is zeroed), so that the next
+        call starts where this one ended.
     """
 
     lam: Array
@@ -251,11 +252,13 @@ def _finish(x, g, t, reg, lam0, smooth, tol, rtol, out):
     converged = converged & valid
     ok = inputs_finite & valid
     zeta = jnp.where(ok & ~collapsed, y - x, jnp.zeros_like(x))
-    # (W - Y) / t at the returned multiplier (the loop keeps its W).
-    sub = jnp.where(ok, (w - y) / jnp.where(ok, t, 1.0), jnp.zeros_like(x))
-    # lam_h zeroed like the subgradient: a NaN one passed back as lam_h= made every later
-    # call of a warm-start chain NONFINITE.
-    lam_h = jnp.where(ok, lam - smooth, jnp.zeros_like(lam))
+    # The warm starts for a next call, zeroed where the status is NONFINITE or INVALID:
+    # NaN ones, or huge ones after an overflow, passed back as lam_h= or subgradient= made
+    # every later call of a warm-start chain NONFINITE. (W - Y) / t at the returned
+    # multiplier (the loop keeps its W).
+    fresh = ok & (status != Status.NONFINITE)
+    sub = jnp.where(fresh, (w - y) / jnp.where(ok, t, 1.0), jnp.zeros_like(x))
+    lam_h = jnp.where(fresh, lam - smooth, jnp.zeros_like(lam))
     info = SubproblemInfo(lam, k, norm_e, converged, status, n_lin, n_eval, lam_h, sub)
     return zeta, info
 

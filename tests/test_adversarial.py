@@ -477,6 +477,22 @@ REGULARIZERS = [
     case("l21 prox (row shrinkage)", lambda: rproxjax.l21(0.4).prox(_gm(), 2.0),
          returns(_close(lambda: _np(_gm()) * np.maximum(
              1 - 0.8 / np.linalg.norm(_np(_gm()), axis=1, keepdims=True), 0.0)))),
+    # NaN kept, as the formula sign(v) max(|v| - t mu, 0) does (a mask selection had
+    # turned it into 0); t = inf still shrinks every finite entry to 0
+    case("l1 prox, a NaN entry", lambda: rproxjax.l1(0.5).prox(jnp.array([[jnp.nan, 1.0]]), 1.0),
+         returns(lambda y: np.testing.assert_array_equal(y, [[np.nan, 0.5]]))),
+    case("l1 prox, t NaN", lambda: rproxjax.l1(0.5).prox(jnp.array([[0.1, 1.0]]), jnp.nan),
+         returns(lambda y: np.testing.assert_array_equal(y, [[np.nan, np.nan]]))),
+    case("l1 prox, t inf", lambda: rproxjax.l1(0.5).prox(jnp.array([[0.1, -1.0]]), jnp.inf),
+         returns(lambda y: np.testing.assert_array_equal(y, [[0.0, 0.0]]))),
+    # rows the prox keeps whose cubed norm underflows: the Jacobian was inf, the solve
+    # NONFINITE (float32 rows of 1e-13 and below)
+    case("l21 tangent_prox, float32 rows of 1e-22 over t mu = 5e-31",
+         lambda: rproxjax.tangent_prox(jnp.eye(6, 2, dtype=jnp.float32),
+                                       jnp.full((6, 2), 1e-22, jnp.float32).at[:2].set(0.3),
+                                       0.5, rproxjax.l21(1e-30)),
+         returns(lambda out: (np.testing.assert_equal(int(out[1].status), 0),
+                              np.testing.assert_allclose(out[0][2:], -0.5e-22, rtol=1e-5)))),
     # row norms at extreme float32 scales (squares overflow / underflow unscaled)
     case("l21 prox, float32 rows of 3e19 under t mu = 5e19",
          lambda: rproxjax.l21(5e19).prox(jnp.full((2, 2), 3e19, jnp.float32), 1.0),
@@ -484,6 +500,8 @@ REGULARIZERS = [
     case("l21 prox, float32 rows of 1e-23 over t mu = 1e-30",
          lambda: rproxjax.l21(1e-30).prox(jnp.full((2, 2), 1e-23, jnp.float32), 1.0),
          returns(_close(lambda: np.full((2, 2), 1e-23), rtol=1e-6, atol=0.0))),
+    case("l21 value, rows of no entries", lambda: rproxjax.l21(1.0).value(jnp.zeros((3, 0))),
+         returns(lambda v: np.testing.assert_equal(float(v), 0.0))),
     case("l21 value, an infinite row", lambda: rproxjax.l21(1.0).value(jnp.array([[jnp.inf, 1.0]])),
          returns(lambda v: np.testing.assert_equal(float(v), np.inf))),
     case("l21 value, a NaN row", lambda: rproxjax.l21(1.0).value(jnp.array([[jnp.nan, 1.0]])),

@@ -243,6 +243,15 @@ def test_lam_h_of_a_non_finite_call_does_not_poison_the_next_warm_start():
     np.testing.assert_array_equal(info.lam_h, 0.0)
     _, info = rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(0.3), lam_h=info.lam_h)
     assert int(info.status) == Status.SUCCESSFUL
+    # Finite inputs that overflow (float32, G ~ 1e20): NONFINITE, and the warm starts it
+    # returns are zeros too (a finite lam_h ~ 1e19 kept the chain NONFINITE).
+    x32, g32 = x.astype(jnp.float32), g.astype(jnp.float32)
+    _, info = rproxjax.tangent_prox(x32, 1e20 * g32, 0.5, rproxjax.l1(0.3))
+    assert int(info.status) == Status.NONFINITE
+    np.testing.assert_array_equal(info.lam_h, 0.0)
+    np.testing.assert_array_equal(info.subgradient, 0.0)
+    _, info = rproxjax.tangent_prox(x32, g32, 0.5, rproxjax.l1(0.3), lam_h=info.lam_h)
+    assert int(info.status) == Status.SUCCESSFUL
 
 
 def test_l1_prox_derivative_counts_a_tie_as_inactive():
@@ -282,7 +291,11 @@ def test_t_and_mu_derivatives_with_entries_of_w_at_the_threshold(linear_solver):
     assert bool(info.converged)
     w = x - t * g + 2 * t * x @ info.lam
     # The case under test: entries exactly at the threshold (else the test says nothing).
-    assert int(jnp.sum(jnp.abs(w) == t * mu)) >= 1
+    # The tie comes from the solve's rounding: required on CPU, where CI runs.
+    if int(jnp.sum(jnp.abs(w) == t * mu)) == 0:
+        if jax.default_backend() == "cpu":
+            pytest.fail("the solve no longer lands on the threshold: the test is vacuous")
+        pytest.skip("this backend's rounding does not land the solve on the threshold")
     h = 1e-6
     for direction in [(1.0, 0.0), (0.0, 1.0)]:
         _, (tangent, _) = jax.jvp(solve, (t, mu), direction)
