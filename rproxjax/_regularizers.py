@@ -114,6 +114,13 @@ def _threshold(t, mu, v):
     return _strength(t, v) * _strength(mu, v)
 
 
+def _soft_threshold_parts(v, thr):
+    """(thr, the active mask, v shrunk by thr): soft-thresholding's pieces."""
+    # With thr = 0 (mu = 0) the prox is the identity: every entry is active, zeros too.
+    active = (jnp.abs(v) > thr) | (thr <= 0)
+    return thr, active, v - jnp.sign(v) * thr
+
+
 class L1(NamedTuple):
     r"""Entrywise l1 norm, h(X) = sum_{i,j} mu_j |X_ij|.
 
@@ -141,16 +148,12 @@ class L1(NamedTuple):
         # (taken by tangent_prox's implicit rule) count a tie |V_ij| = t mu_j as inactive
         # like every other term: jnp.maximum(|v| - thr, 0) splits them 0.5 / 0.5 there.
         # The inactive fill keeps a NaN entry or threshold NaN (and the sign of zero).
-        thr = _threshold(t, self.mu, v)
-        active = (jnp.abs(v) > thr) | (thr <= 0)
-        return jnp.where(active, v - jnp.sign(v) * thr, jnp.where(jnp.isnan(thr), thr, 0.0 * v))
+        thr, active, shrunk = _soft_threshold_parts(v, _threshold(t, self.mu, v))
+        return jnp.where(active, shrunk, jnp.where(jnp.isnan(thr), thr, 0.0 * v))
 
     def prox_jacobian(self, v, t):
-        thr = _threshold(t, self.mu, v)
-        # With thr = 0 (mu = 0) the prox is the identity: every entry is active, zeros too.
-        active = (jnp.abs(v) > thr) | (thr <= 0)
-        y = jnp.where(active, v - jnp.sign(v) * thr, jnp.zeros_like(v))
-        return y, active.astype(v.dtype)
+        _, active, shrunk = _soft_threshold_parts(v, _threshold(t, self.mu, v))
+        return jnp.where(active, shrunk, jnp.zeros_like(v)), active.astype(v.dtype)
 
     def subgradient(self, x):
         return _strength(self.mu, x) * jnp.sign(x)

@@ -340,13 +340,14 @@ def _solve_smooth(x, g, t):
     finite = jnp.all(jnp.isfinite(x)) & jnp.all(jnp.isfinite(g)) & jnp.isfinite(t)
     valid = t > 0  # a traced t <= 0 would give an ascent step
     ok = finite & valid
-    # Invalid and non-finite calls have zero derivatives: the formulas see harmless inputs
-    # there (a zero cotangent times a NaN partial was NaN: reverse mode through zeta = 0,
-    # and a vmapped NaN lane's NaN in the gradient of arguments shared with other lanes).
-    xs, gs, ts = jnp.where(ok, x, 0.0), jnp.where(ok, g, 0.0), jnp.where(ok, t, 0.0)
-    lam_s = _smooth_part(xs, gs)
-    lam = jnp.where(ok, lam_s, lax.stop_gradient(_smooth_part(x, g)))
-    zeta = jnp.where(ok, -ts * (gs - mm(xs, 2.0 * lam_s)), jnp.zeros_like(x))
+    # Invalid and non-finite calls have zero derivatives: their inputs reach the formulas
+    # through a selection that passes no cotangent (a zero cotangent times a NaN partial was
+    # NaN: reverse mode through zeta = 0, and a vmapped NaN lane's NaN in the gradient of
+    # arguments shared with other lanes). Values are unchanged, lam included.
+    guard = lambda a: jnp.where(ok, a, lax.stop_gradient(a))  # noqa: E731
+    xs, gs, ts = guard(x), guard(g), jnp.where(ok, t, 0.0)
+    lam = _smooth_part(xs, gs)
+    zeta = jnp.where(ok, -ts * (gs - mm(xs, 2.0 * lam)), jnp.zeros_like(x))
     status = jnp.where(finite, jnp.where(valid, Status.SUCCESSFUL, Status.INVALID),
                        Status.NONFINITE).astype(jnp.int32)
     finite = ok
