@@ -14,7 +14,13 @@ from the warm starts the file holds:
   secant rule (dense), from ``lam_h_prev``;
 * "..., from the subgradient": the secant and adaptive rules (dense) from the optimizers' own
   warm start, Lambda_0 = sym(X^T G) / 2 + ``lam_s`` (the previous solution's subgradient of h
-  at this X; ``tangent_prox(..., subgradient=)`` in the optimizers).
+  at this X; ``tangent_prox(..., subgradient=)`` in the optimizers);
+* "secant, dense, shifted steps, ...": the secant rule with its tight path steps turned off
+  (``_ssn_steps.PATH_STEPS = False``, JAX's caches cleared around it): the secant shift and
+  exact line search in every step, the default rule's tight steps before path steps.
+
+The secant rule's dense tight solves (``rtol = 0``) take path steps (``rproxjax._path``);
+"breakpoints mean" counts the threshold crossings they follow per call.
 
 Tolerances: float64 at tol 1e-8 (goal: mean <= 3, max <= 10 steps, every call
 converged), float32 at its default tolerance (goal: every call converged), and the
@@ -44,6 +50,7 @@ from _instances import load_instances  # noqa: E402
 from _timing import machine_info, print_table, save_results, time_fn  # noqa: E402
 
 import rproxjax  # noqa: E402
+from rproxjax import _ssn_steps  # noqa: E402
 
 CONFIGS = {  # name: (method, warm start, linear solver)
     "before (reference, auto)": ("reference", "lam", "before"),
@@ -52,7 +59,10 @@ CONFIGS = {  # name: (method, warm start, linear solver)
     "adaptive, dense": ("adaptive", "lam_h", "dense"),
     "secant, dense, from the subgradient": ("secant", "lam_s", "dense"),
     "adaptive, dense, from the subgradient": ("adaptive", "lam_s", "dense"),
+    "secant, dense, shifted steps, from the subgradient": ("secant", "lam_s", "dense"),
 }
+#: Configurations measured with path steps turned off.
+SHIFTED_ONLY = {"secant, dense, shifted steps, from the subgradient"}
 STOCHASTIC_RTOL = rproxjax.SSN_RTOL
 #: The accuracy columns' reference: each float64 instance solved to ||E|| <= REFERENCE_TOL.
 REFERENCE_TOL = 1e-13
@@ -111,7 +121,18 @@ def measure(instances, name, dtype, stopping, repeats, refs):
         tol, rtol = (1e-8 if dtype == "float64" else None), 0.0
     if linear_solver == "before":  # the library's former "auto": CG from r = 15
         linear_solver = "cg" if instances[0]["x"].shape[1] >= 15 else "dense"
-    solve = solver(method, warm, linear_solver, tol, rtol)
+    default = _ssn_steps.PATH_STEPS
+    _ssn_steps.PATH_STEPS = default and name not in SHIFTED_ONLY
+    jax.clear_caches()  # PATH_STEPS is read when a solve is traced
+    try:
+        return _measure(solver(method, warm, linear_solver, tol, rtol), instances, warm,
+                        dtype, repeats, refs)
+    finally:
+        _ssn_steps.PATH_STEPS = default
+        jax.clear_caches()
+
+
+def _measure(solve, instances, warm, dtype, repeats, refs):
     rows = []
     for inst, ref in zip(instances, refs, strict=True):
         args = (inst["x"], inst["g"], inst["t"], inst["mu"], _start(inst, warm))
@@ -120,6 +141,7 @@ def measure(instances, name, dtype, stopping, repeats, refs):
         diff = np.asarray(zeta, np.float64) - ref
         rows.append(dict(mu=inst["mu"], steps=int(info.num_steps),
                          evals=int(info.num_evaluations), cg=int(info.num_linear_steps),
+                         breakpoints=int(info.num_breakpoints),
                          converged=bool(info.converged), seconds=seconds,
                          residual=float(info.residual), error=float(np.max(np.abs(diff))),
                          error_over_residual=_error_over_residual(diff, info, dtype)))
@@ -132,6 +154,7 @@ def summarize(rows):
         n=len(rows), mean=float(steps.mean()), p90=float(np.percentile(steps, 90)),
         max=int(steps.max()), unconverged=sum(not row["converged"] for row in rows),
         evals=float(np.mean([row["evals"] for row in rows])),
+        breakpoints=float(np.mean([row["breakpoints"] for row in rows])),
         ms=1e3 * statistics.median(row["seconds"] for row in rows),
         ms_mean=1e3 * statistics.fmean(row["seconds"] for row in rows),
         ms_max=1e3 * max(row["seconds"] for row in rows),
@@ -150,7 +173,7 @@ def main():
     ranks = (10,) if args.quick else (10, 15)
     repeats = 1 if args.quick else args.repeats
     headers = ["stopping", "dtype", "r", "rule", "mu", "steps mean", "p90", "max",
-               "unconverged", "E evals mean", "ms/call median / mean / max",
+               "unconverged", "E evals mean", "breakpoints mean", "ms/call median / mean / max",
                "max |zeta - tight|", "max error / ||E||"]
     table, results, refs = [], [], {}
     for stopping in ("tol", STOCHASTIC):
@@ -172,7 +195,7 @@ def main():
                                             **s, calls=group))
                         table.append([label, dtype, r, name, mu, f"{s['mean']:.2f}",
                                       f"{s['p90']:.1f}", s["max"], s["unconverged"],
-                                      f"{s['evals']:.1f}",
+                                      f"{s['evals']:.1f}", f"{s['breakpoints']:.1f}",
                                       f"{s['ms']:.2f} / {s['ms_mean']:.2f} / {s['ms_max']:.2f}",
                                       f"{s['error']:.1e}",
                                       "-" if s["error_over_residual"] is None

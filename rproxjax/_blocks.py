@@ -111,7 +111,7 @@ class Block:
         # blocks have closed forms and keep a placeholder, not a copy of their params' size.
         sub = jnp.zeros(x.shape if isinstance(self, Stiefel) else (1, 1), x.dtype)
         return SubproblemInfo(lam, zero, jnp.zeros((), x.dtype), jnp.bool_(True), zero, zero,
-                              zero, lam, sub)
+                              zero, lam, sub, zero)
 
     def value(self, x):
         return jnp.zeros((), x.dtype) if self.reg is None else self.reg.value(x)

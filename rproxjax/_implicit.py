@@ -115,7 +115,7 @@ def implicit(solve, use_cg: bool):
             lam=dlam, lam_h=jnp.where(valid, dlam - dsmooth, 0.0), subgradient=dsub,
             **{f: _zero_tangent(getattr(info, f)) for f in
                ("num_steps", "residual", "converged", "status", "num_linear_steps",
-                "num_evaluations")})
+                "num_evaluations", "num_breakpoints")})
         return (zeta, info), (jnp.where(moves, dy - dx, 0.0), dinfo)
 
     return fn

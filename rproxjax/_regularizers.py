@@ -29,6 +29,10 @@ The protocol, for a regularizer ``reg`` acting on d x r matrices:
   matrix R raising the Newton matrix's diagonal in the symmetric basis where
   the generalized Jacobian underestimates the curvature of the dual along a
   basis direction (see :mod:`rproxjax._secant`); zeros where unknown.
+* ``reg.thresholds(t, w)`` and ``reg.first_breakpoint(w, p, active, t)`` (optional,
+  regularizers whose generalized Jacobian is an entrywise 0/1 mask ``jac``: l1): the
+  thresholds t mu_c per column and the first tau > 0 at which an entry of W + tau P crosses
+  one, for the path steps of tight solves (:mod:`rproxjax._path`).
 * ``reg.check(shape)``: raises ``ValueError`` if the strengths do not fit
   d x r matrices of the given shape.
 """
@@ -181,6 +185,30 @@ class L1(NamedTuple):
     def secant_shift(self, w, x, e, t, passes):
         thr = jnp.broadcast_to(t * self.mu, (x.shape[-1],)).astype(x.dtype)
         return l1_secant_shift(w, x, e, t, thr, passes)
+
+    def thresholds(self, t, w):
+        """The thresholds t mu_c, shape (r,), in the dtype of ``w``."""
+        return jnp.broadcast_to(_threshold(t, self.mu, w), (w.shape[-1],))
+
+    def first_breakpoint(self, w, p, active, t):
+        """(tau, flat index): the first tau > 0 at which an entry of W + tau P crosses its
+        threshold +-t mu_c, leaving the set ``active`` (a boolean d x r mask) or entering
+        it; tau = inf where none does (columns with t mu_c = 0 never cross)."""
+        thr = self.thresholds(t, w)
+        inf = jnp.asarray(jnp.inf, w.dtype)
+        safe = jnp.where(p != 0, p, 1.0)
+        up = jnp.where(p != 0, (thr - w) / safe, inf)  # reaches +thr
+        dn = jnp.where(p != 0, (-thr - w) / safe, inf)  # reaches -thr
+        leave = jnp.where(w > 0, jnp.where(p < 0, up, inf), jnp.where(p > 0, dn, inf))
+        enter = jnp.where(p > 0, up, jnp.where(p < 0, dn, inf))
+        tau = jnp.where(active, leave, enter)
+        tau = jnp.where((tau > 0) & (thr > 0), tau, inf).reshape(-1)
+        # min, then the first index holding it: jnp.argmin (a variadic reduction) cost 4x
+        # as much on CPU (d = 784, r = 15: 81 against 19 us).
+        first = jnp.min(tau)
+        index = jnp.min(jnp.where(tau == first, jnp.arange(tau.size, dtype=jnp.int32),
+                                  tau.size - 1))
+        return first, index
 
     def check(self, shape):
         mu_shape = jnp.shape(self.mu)

@@ -11,15 +11,19 @@ Y = prox_{t h}(W) with its generalized Jacobian, and E = X^T Y + Y^T X - 2I.
   or the full step s = 1 where that has the smaller residual. Solves with a relative
   stopping test (the stochastic optimizers') skip the shift, regularize more and take the
   full step without a line search when it cuts ||E|| by UNIT_ACCEPT or meets the
-  stopping test.
+  stopping test. Tight solves (``rtol = 0``, float64) of regularizers with entrywise
+  breakpoints (l1: ``reg.first_breakpoint``) on the dense path take path steps instead
+  (:mod:`rproxjax._path`, PATH_STEPS): the shifted Newton direction is updated at each
+  threshold crossing along the way, with the exact line search as a fallback where the
+  path does not lower ||E||.
   The "adaptive" rule takes plain dual Newton steps until one makes too little progress.
 * :func:`reference_step`: the reference ManPG code's rule: regularization
   0.2 min(||E||, 0.1) and backtracking on ||E||^2 (s halved down to 1e-3, the last
   trial accepted).
 
 Both take and return a per-call flag first (the adaptive rule's "escalated"; passed
-through by the reference rule), then (Lambda, W, Y, jac, E, ||E||, CG iterations,
-E evaluations).
+through by the reference rule), then (Lambda, W, Y, jac, E, ||E||, (CG iterations, path
+breakpoints), E evaluations).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from rproxjax import _newton
+from rproxjax import _newton, _path
 from rproxjax._linalg import mm
 
 # Reference line search: s = 1, halve while ||E||^2 does not fall by (1 - 0.001 s), s > 1e-3.
@@ -73,6 +77,24 @@ LOOSE_SECANT_SHIFT = False
 # whatever it cuts: the solve ends there, and a line search would only move the end point within the
 # tolerance. 0 turns both off (a line search at every step).
 UNIT_ACCEPT = 0.1
+# Tight solves (rtol = 0) of the secant rule with l1 on the dense path take path steps
+# (:mod:`rproxjax._path`), with the secant shift and the regularization PATH_RHO_SCALE
+# min(||E||, 0.1) + 4t eps, in float64 (PATH_DTYPES). On the captured MNIST subproblems at
+# tol 1e-8 (from the optimizers' warm start) a mean of 1.66 / 2.41 steps (max 4 / 6) at
+# r = 10 / 15 against 2.19 / 3.28 (max 7 / 10) with shifted steps, zeta within 2.0e-9 /
+# 4.4e-9 of the solution (3.8e-9 / 7.2e-9); time per call (mean, CPU, two alternating A/B
+# runs) 1.02-1.04 against 1.13-1.23 ms at r = 10 and 2.81-2.88 against 3.22-3.26 ms at
+# r = 15 (benchmarks/results/subproblem_real.md). float32 keeps the shifted steps: at its
+# default tolerance path steps took 1.31 / 1.78 steps (max 4 / 6) against 1.47 / 2.00 (max
+# 6 / 8) but 1.55-1.71 against 1.28-1.33 ms a call at r = 15 (a few calls took more steps),
+# and two calls ended 3.5e-5 / 8.5e-5 from the solution (||E|| just under the tolerance;
+# shifted steps land at 3e-7, 1.6e-7 away). The path's regularization is smaller than the
+# shifted steps' (with RHO_SCALE and no shift the path took 2.1 steps at r = 15 but ended
+# up to 1e-6 away: 1171 ||E||; at 1e-10 the shift conditions the pieces). Read when a solve
+# is traced.
+PATH_STEPS = True
+PATH_RHO_SCALE = 1e-10
+PATH_DTYPES = (jnp.dtype("float64"),)
 # Adaptive rule, loose solves: Jacobi steps first (the Newton system with the Gram matrix's
 # diagonal, :func:`rproxjax._newton.jacobi_direction`, regularized by JACOBI_RHO_SCALE
 # min(||E||, 0.1)), until one cuts ||E|| by less than ESCALATE; then regularized dual Newton
@@ -85,6 +107,11 @@ JACOBI_RHO_SCALE = 0.5
 # Jacobi steps instead where JACOBI_FIRST holds and the regularizer gives the diagonal.
 PLAIN_RHO_SCALE = 0.2
 ESCALATE = 0.2
+
+
+def counts(cg_iterations, breakpoints=0):
+    """A step's inner iterations: (CG iterations, path breakpoints), int32."""
+    return jnp.stack([jnp.asarray(cg_iterations, jnp.int32), jnp.asarray(breakpoints, jnp.int32)])
 
 
 def meets_stopping_test(x, y, norm_e, tol, rtol):
@@ -141,7 +168,7 @@ def reference_step(x, xt, t, reg, tol, use_cg, aux, lam, w, y, jac, e, norm_e):
     one = jnp.ones((), x.dtype)
     s, y, jac, e, norm_e, n_eval = lax.while_loop(
         ls_cond, ls_body, (one, *residual(x, xt, t, reg, w + p), jnp.int32(1)))
-    return aux, (lam + s * d, w + s * p, y, jac, e, norm_e, its, n_eval)
+    return aux, (lam + s * d, w + s * p, y, jac, e, norm_e, counts(its), n_eval)
 
 
 def exact_line_search(reg, t, w, y, e, d, p, passes=LINE_SEARCH_PASSES):
@@ -234,7 +261,40 @@ def secant_step(x, xt, t, reg, tol, use_cg, escalated, lam, w, y, jac, e, norm_e
     regularized dual Newton step, taken in full when that meets the stopping test or cuts
     ||E|| by UNIT_ACCEPT, and with the exact line search otherwise. With ``adaptive`` (and
     JACOBI_FIRST), a loose solve's steps before it escalates are Jacobi steps instead of
-    plain Newton steps (:func:`rproxjax._newton.jacobi_direction`), accepted the same way."""
+    plain Newton steps (:func:`rproxjax._newton.jacobi_direction`), accepted the same way.
+    Without ``adaptive``, a tight float64 solve (``rtol`` = 0) on the dense path whose
+    regularizer gives ``first_breakpoint`` (l1) takes a path step instead (PATH_STEPS; a
+    ``lax.cond`` on ``loose``)."""
+    loose = rtol > 0
+    if (PATH_STEPS and not adaptive and not use_cg and hasattr(reg, "first_breakpoint")
+            and x.dtype in PATH_DTYPES):
+        args = (x, xt, t, reg, tol, use_cg, escalated, lam, w, y, jac, e, norm_e)
+        return lax.cond(loose, lambda: _shifted_step(*args, passes=passes, adaptive=adaptive,
+                                                     rtol=rtol),
+                        lambda: _path_step(*args, passes=passes, rtol=rtol))
+    return _shifted_step(x, xt, t, reg, tol, use_cg, escalated, lam, w, y, jac, e, norm_e,
+                         passes=passes, adaptive=adaptive, rtol=rtol)
+
+
+def _path_step(x, xt, t, reg, tol, use_cg, escalated, lam, w, y, jac, e, norm_e, *, passes,
+               rtol):
+    """A tight solve's step by :func:`rproxjax._path.path_step` (regularized like the
+    secant rule's tight steps)."""
+    del use_cg
+    eps = jnp.finfo(x.dtype).eps
+    rho = PATH_RHO_SCALE * jnp.minimum(norm_e, 0.1) + 4.0 * t * eps
+    new = _path.path_step(
+        x, t, reg, lam, w, y, jac, e, norm_e, reg.secant_shift(w, x, e, t, passes), rho,
+        residual=lambda v: residual(x, xt, t, reg, v),
+        stops=lambda yy, ne: meets_stopping_test(x, yy, ne, tol, rtol),
+        line_search=lambda *a: exact_line_search(reg, t, *a))
+    lam, w, y, jac, e, norm_new, breaks, evals = new
+    escalated = escalated | ~(norm_new <= ESCALATE * norm_e)
+    return escalated, (lam, w, y, jac, e, norm_new, counts(0, breaks), evals)
+
+
+def _shifted_step(x, xt, t, reg, tol, use_cg, escalated, lam, w, y, jac, e, norm_e, *,
+                  passes, adaptive, rtol):
     loose = rtol > 0
     d, its = _secant_direction(x, xt, t, reg, tol, use_cg, escalated, w, jac, e, norm_e,
                                passes=passes, adaptive=adaptive, loose=loose)
@@ -261,4 +321,4 @@ def secant_step(x, xt, t, reg, tol, use_cg, escalated, lam, w, y, jac, e, norm_e
                                         line_searched)
     escalated = escalated | ~(norm_new <= ESCALATE * norm_e)
     evals = jnp.where(full, 1, 2).astype(jnp.int32)
-    return escalated, (lam + s * d, w + s * p, y, jac, e, norm_new, its, evals)
+    return escalated, (lam + s * d, w + s * p, y, jac, e, norm_new, counts(its), evals)

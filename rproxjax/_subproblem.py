@@ -80,7 +80,7 @@ class SubproblemInfo(NamedTuple):
       num_linear_steps: conjugate-gradient iterations, summed over Newton
         steps (0 on the dense path).
       num_evaluations: evaluations of E, line-search trials of the reference
-        rule included (the secant rule evaluates E once or twice per step).
+        rule included (the secant rule evaluates E once to four times per step).
       lam_h: the regularizer's part of the multiplier, Lambda - sym(X^T G) / 2.
         It changes slowly from one optimizer step to the next while the
         gradient part jumps with every minibatch: pass it back as ``lam_h=`` to
@@ -96,6 +96,10 @@ class SubproblemInfo(NamedTuple):
         NONFINITE or INVALID (non-finite or invalid inputs, or an overflow) and for
         h = 0; kept for a collapsed iterate (where zeta is zeroed), so that the next
         call starts where this one ended.
+      num_breakpoints: threshold crossings followed by the path steps of tight l1 solves
+        (``rtol = 0``, dense Newton systems; :mod:`rproxjax._path`), summed over Newton
+        steps (int32; 0 for the other solves). Each costs a Cholesky solve and a d r^2
+        product, about a tenth of a Newton step at d = 784, r = 15.
     """
 
     lam: Array
@@ -107,6 +111,7 @@ class SubproblemInfo(NamedTuple):
     num_evaluations: Array
     lam_h: Array
     subgradient: Array
+    num_breakpoints: Array
 
 
 def default_tol(dtype) -> float:
@@ -141,7 +146,8 @@ def _all_finite(*trees):
 
 def _newton_loop(step, x, tol, rtol, max_steps, start):
     """The bounded Newton iteration of ``step`` (on this X) from ``start`` = (Lambda, W, Y,
-    jac, E, ||E||); returns (steps, status, CG its, evals, best = (Lambda, Y, ||E||, W)).
+    jac, E, ||E||); returns (steps, status, (CG its, path breakpoints), evals, best =
+    (Lambda, Y, ||E||, W)).
 
     The loop's condition reads one flag that its body computes. A ``lax.cond`` around the
     loop (entering it only when a step was due, so that calls taking no step would not pay
@@ -163,6 +169,8 @@ def _newton_loop(step, x, tol, rtol, max_steps, start):
         k, lam, w, y, jac, e, norm_e, _, _, n_lin, n_eval, best, aux = state
         aux, new = step(aux, lam, w, y, jac, e, norm_e)
         lam, w, y, jac, e, norm_e, its, evals = new
+        # CG iterations and path breakpoints, counted apart.
+        n_lin = n_lin + its
         # A non-finite step ends the loop (status) and is never the best iterate: the loop
         # returns ``best``, so the current iterate needs no guard.
         finite = jnp.isfinite(norm_e) & jnp.all(jnp.isfinite(lam))
@@ -175,13 +183,14 @@ def _newton_loop(step, x, tol, rtol, max_steps, start):
         better = finite & (stop | (norm_e < best[2]))
         best = jax.tree.map(lambda a, b: jnp.where(better, a, b), (lam, y, norm_e, w), best)
         go = (k + 1 < max_steps) & finite & ~stop
-        return (k + 1, lam, w, y, jac, e, norm_e, status, go, n_lin + its, n_eval + evals,
+        return (k + 1, lam, w, y, jac, e, norm_e, status, go, n_lin, n_eval + evals,
                 best, aux)
 
     finite = jnp.isfinite(norm_e)
     status0 = jnp.where(finite, Status.SUCCESSFUL, Status.NONFINITE).astype(jnp.int32)
     go = (max_steps > 0) & finite & ~done(y, norm_e)
-    init = (jnp.int32(0), lam, w, y, jac, e, norm_e, status0, go, jnp.int32(0), jnp.int32(1),
+    init = (jnp.int32(0), lam, w, y, jac, e, norm_e, status0, go, jnp.zeros(2, jnp.int32),
+            jnp.int32(1),
             (lam, y, norm_e, w), jnp.bool_(False))
     final = lax.while_loop(lambda state: state[8], body, init)
     k, _, _, _, _, _, _, status, _, n_lin, n_eval, best, _ = final
@@ -259,7 +268,8 @@ def _finish(x, g, t, reg, lam0, smooth, tol, rtol, out):
     fresh = ok & (status != Status.NONFINITE)
     sub = jnp.where(fresh, (w - y) / jnp.where(ok, t, 1.0), jnp.zeros_like(x))
     lam_h = jnp.where(fresh, lam - smooth, jnp.zeros_like(lam))
-    info = SubproblemInfo(lam, k, norm_e, converged, status, n_lin, n_eval, lam_h, sub)
+    info = SubproblemInfo(lam, k, norm_e, converged, status, n_lin[0], n_eval, lam_h, sub,
+                          n_lin[1])
     return zeta, info
 
 
@@ -353,7 +363,7 @@ def _solve_smooth(x, g, t):
     finite = ok
     zero = jnp.zeros((), jnp.int32)
     info = SubproblemInfo(lam, zero, jnp.zeros((), x.dtype), finite, status, zero, zero,
-                          jnp.zeros_like(lam), jnp.zeros_like(x))
+                          jnp.zeros_like(lam), jnp.zeros_like(x), zero)
     return zeta, info
 
 
@@ -425,7 +435,15 @@ def tangent_prox(
       regularization raised, and the full Newton step taken without the line
       search when it cuts ||E|| by 10x or meets the stopping test: at such
       tolerances the shift saved
-      few steps and cost 70% of a step (``rproxjax._ssn_steps``).
+      few steps and cost 70% of a step (``rproxjax._ssn_steps``). Without a
+      relative test (``rtol = 0``), float64 l1 solves on the dense path take
+      path steps instead (:mod:`rproxjax._path`): the shifted Newton direction
+      follows the piecewise-affine residual E(Lambda(s)) = (1 - s) E_0, updated
+      by a rank-one correction at each entry that crosses its threshold (at most
+      16 a step, counted in ``info.num_breakpoints``), with the exact line
+      search as a fallback. On captured MNIST subproblems at tol 1e-8 they take
+      a mean of 1.7 / 2.4 steps (max 4 / 6) at r = 10 / 15, against 2.2 / 3.3
+      (max 7 / 10) with shifted steps alone, in 10-20% less time per call.
     * ``"adaptive"``: plain dual Newton steps (no secant shift) until a
       step cuts ||E|| by less than 5x, then the secant rule. Cheaper per call
       than ``"secant"`` at tight tolerances where few steps are needed, a few

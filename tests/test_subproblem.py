@@ -265,12 +265,14 @@ def test_unconverged_calls_return_the_best_iterate(degenerate_subproblem, linear
     x, g, lam = degenerate_subproblem
     reg = rproxjax.l1(0.2)
     residuals = []
-    for k in (0, 5, 10, 20, 30, 40, 50):
+    for k in (0, 1, 2, 3, 5, 10, 20, 30, 40, 50):
         zeta, info = rproxjax.tangent_prox(x, g, 0.1, reg, lam=lam, tol=1e-12, max_steps=k,
                                            linear_solver=linear_solver)
         defect = x.T @ zeta
+        # atol: the rounding of X^T zeta (d = 784) once the solve has converged (the dense
+        # path does in 6 steps, to 6e-16; its defect recomputed from zeta is 1.1e-14).
         np.testing.assert_allclose(float(jnp.linalg.norm(defect + defect.T)),
-                                   float(info.residual), rtol=1e-6, atol=1e-14)
+                                   float(info.residual), rtol=1e-6, atol=1e-13)
         # lam is the returned point's multiplier: Y(lam) - X reproduces zeta.
         arg = x - 0.1 * g + 0.2 * x @ info.lam
         np.testing.assert_allclose(reg.prox(arg, 0.1) - x, zeta, atol=1e-12)

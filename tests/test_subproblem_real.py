@@ -37,10 +37,10 @@ def test_few_uniform_newton_steps_at_tol_1e8(r):
     steps = np.array([int(info.num_steps) for info in infos])
     converged = [bool(info.converged) for info in infos]
     assert all(converged)
-    assert steps.max() <= 10, steps
-    # Measured: mean 2.2 (r = 10) and 3.4 (r = 15; mu = 0.2 averages 7); the reference
-    # rule took 9.2 and 20.5 (benchmarks/results/subproblem_real.md).
-    assert steps.mean() <= (3.0 if r == 10 else 3.5), steps
+    # Measured: mean 1.59 / 2.66 (max 4 / 6) at r = 10 / 15 with path steps (2.2 / 3.4, max
+    # 7 / 10, with shifted steps; the reference rule 9.0 / 21.2; benchmarks/results/
+    # subproblem_real.md). The goal: mean <= 3, max <= 10.
+    assert steps.max() <= 10 and steps.mean() <= 3.0, steps
 
 
 @pytest.mark.parametrize("r", [10, 15])
@@ -160,14 +160,15 @@ def _from_subgradient(r, dtype, **kw):
 @pytest.mark.parametrize("r", [10, 15])
 def test_the_optimizers_warm_start_at_tol_1e8_and_at_ssn_rtol(r):
     # From the previous solution's subgradient at this X (the optimizers' default): to tol
-    # 1e-8, measured mean 2.2 / 3.3 (max 7 / 10) secant steps at r = 10 / 15
-    # (benchmarks/results/subproblem_real.md; the goal, mean <= 3, is not met at r = 15,
-    # where mu = 0.2 takes 7.4); at the stochastic optimizers' SSN_RTOL the adaptive rule
-    # takes 0.19 / 0.28 (max 1 / 2), near the tight solutions.
+    # 1e-8, measured mean 1.66 / 2.41 (max 4 / 6) secant steps at r = 10 / 15 with path
+    # steps (2.19 / 3.28, max 7 / 10, with shifted steps; benchmarks/results/
+    # subproblem_real.md); at the stochastic optimizers' SSN_RTOL the adaptive rule takes
+    # 0.19 / 0.25 (max 1), near the tight solutions.
     tight = _from_subgradient(r, np.float64, tol=1e-8, method="secant")
     steps = np.array([int(info.num_steps) for _, info in tight])
     assert all(bool(info.converged) for _, info in tight)
-    assert steps.max() <= 10 and steps.mean() <= (3.0 if r == 10 else 3.5), steps
+    assert steps.max() <= 10 and steps.mean() <= 3.0, steps
+    assert sum(int(info.num_breakpoints) for _, info in tight) > 0  # path steps taken
     loose = _from_subgradient(r, np.float64, rtol=rproxjax.SSN_RTOL, method="adaptive")
     steps = np.array([int(info.num_steps) for _, info in loose])
     assert all(bool(info.converged) for _, info in loose)
@@ -176,3 +177,17 @@ def test_the_optimizers_warm_start_at_tol_1e8_and_at_ssn_rtol(r):
         # An error in zeta of the order of ||E|| (measured at most 2.25 ||E||).
         err = float(jnp.linalg.norm(zeta - zeta_ref))
         assert err <= 10 * float(info.residual) + 1e-7, (err, float(info.residual))
+
+
+@pytest.mark.parametrize("r", [10, 15])
+def test_solutions_at_tol_1e8_are_within_1e8_of_the_solution(r):
+    # ||E|| <= 1e-8 bounds the tangency defect, not the distance to the solution; on these
+    # degenerate subproblems it can be hundreds of times ||E|| (a first version of the path
+    # steps, without the secant shift, ended 1e-6 away). Measured: 2.0e-9 / 4.4e-9 at
+    # r = 10 / 15. Reference: the CG path (shifted steps, an independent iteration) to 1e-12.
+    ours = _from_subgradient(r, np.float64, tol=1e-8, method="secant")
+    ref = _from_subgradient(r, np.float64, tol=1e-12, method="secant", linear_solver="cg",
+                            max_steps=500)
+    for (zeta, info), (zeta_ref, info_ref) in zip(ours, ref, strict=True):
+        assert bool(info.converged) and bool(info_ref.converged)
+        assert float(jnp.max(jnp.abs(zeta - zeta_ref))) < 1e-8
