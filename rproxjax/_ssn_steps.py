@@ -14,8 +14,8 @@ Y = prox_{t h}(W) with its generalized Jacobian, and E = X^T Y + Y^T X - 2I.
   stopping test. Tight solves (``rtol = 0``, float64) of regularizers with entrywise
   breakpoints (l1: ``reg.first_breakpoint``) on the dense path take path steps instead
   (:mod:`rproxjax._path`, PATH_STEPS): the shifted Newton direction is updated at each
-  threshold crossing along the way, with the exact line search as a fallback where the
-  path does not lower ||E||.
+  threshold crossing along the way, with the exact line search as well where no path
+  candidate halves ||E||.
   The "adaptive" rule takes plain dual Newton steps until one makes too little progress.
 * :func:`reference_step`: the reference ManPG code's rule: regularization
   0.2 min(||E||, 0.1) and backtracking on ||E||^2 (s halved down to 1e-3, the last
@@ -78,20 +78,19 @@ LOOSE_SECANT_SHIFT = False
 # tolerance. 0 turns both off (a line search at every step).
 UNIT_ACCEPT = 0.1
 # Tight solves (rtol = 0) of the secant rule with l1 on the dense path take path steps
-# (:mod:`rproxjax._path`), with the secant shift and the regularization PATH_RHO_SCALE
-# min(||E||, 0.1) + 4t eps, in float64 (PATH_DTYPES). On the captured MNIST subproblems at
-# tol 1e-8 (from the optimizers' warm start) a mean of 1.66 / 2.41 steps (max 4 / 6) at
-# r = 10 / 15 against 2.19 / 3.28 (max 7 / 10) with shifted steps, zeta within 2.0e-9 /
-# 4.4e-9 of the solution (3.8e-9 / 7.2e-9); time per call (mean, CPU, two alternating A/B
-# runs) 1.02-1.04 against 1.13-1.23 ms at r = 10 and 2.81-2.88 against 3.22-3.26 ms at
-# r = 15 (benchmarks/results/subproblem_real.md). float32 keeps the shifted steps: at its
-# default tolerance path steps took 1.31 / 1.78 steps (max 4 / 6) against 1.47 / 2.00 (max
-# 6 / 8) but 1.55-1.71 against 1.28-1.33 ms a call at r = 15 (a few calls took more steps),
-# and two calls ended 3.5e-5 / 8.5e-5 from the solution (||E|| just under the tolerance;
-# shifted steps land at 3e-7, 1.6e-7 away). The path's regularization is smaller than the
-# shifted steps' (with RHO_SCALE and no shift the path took 2.1 steps at r = 15 but ended
-# up to 1e-6 away: 1171 ||E||; at 1e-10 the shift conditions the pieces). Read when a solve
-# is traced.
+# (:mod:`rproxjax._path`), with the secant shift and the regularization PATH_RHO_SCALE min(||E||,
+# 0.1) + 4t eps, in float64 (PATH_DTYPES). On the captured MNIST subproblems at tol 1e-8 (from the
+# optimizers' warm start) a mean of 1.66 / 2.41 steps (max 4 / 6) at r = 10 / 15 against 2.19 /
+# 3.28 (max 7 / 10) with shifted steps, zeta within 2.0e-9 / 4.4e-9 of the solution (3.8e-9 /
+# 7.2e-9); time per call (mean, CPU, two alternating A/B runs) 0.74-0.75 against 0.89-0.96 ms at r
+# = 10 and 2.26-2.62 against 2.58-2.87 ms at r = 15 (benchmarks/results/subproblem_real.md, one
+# run: 1.02 / 2.29 against 0.99 / 2.47). float32 keeps the shifted steps: at its default tolerance
+# path steps took 1.31 / 1.78 steps (max 4 / 6) against 1.47 / 2.00 (max 6 / 8) but 1.55-1.71
+# against 1.28-1.33 ms a call at r = 15 (a few calls took more steps), and two calls ended 3.5e-5
+# / 8.5e-5 from the solution (||E|| just under the tolerance; shifted steps land at 3e-7, 1.6e-7
+# away). The path's regularization is smaller than the shifted steps' (with RHO_SCALE and no shift
+# the path took 2.1 steps at r = 15 but ended up to 1e-6 away: 1171 ||E||; at 1e-10 the shift
+# conditions the pieces). Read when a solve is traced.
 PATH_STEPS = True
 PATH_RHO_SCALE = 1e-10
 PATH_DTYPES = (jnp.dtype("float64"),)

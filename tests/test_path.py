@@ -165,16 +165,42 @@ def test_the_path_and_the_shifted_steps_reach_the_same_solutions():
                                      lam=inst["lam0"], tol=1e-11, max_steps=200)
 
     paths = [solve(i) for i in instances]
+    shifted = _shifted_only(lambda: [solve(i) for i in instances])
+    for (z_path, i_path), (z_shift, i_shift) in zip(paths, shifted, strict=True):
+        assert bool(i_path.converged) and bool(i_shift.converged)
+        assert int(i_shift.num_breakpoints) == 0
+        np.testing.assert_allclose(z_path, z_shift, atol=1e-8)
+    assert sum(int(i.num_breakpoints) for _, i in paths) > 0
+    assert sum(int(i.num_steps) for _, i in paths) < sum(int(i.num_steps) for _, i in shifted)
+
+
+def _shifted_only(fn):
     old = _ssn_steps.PATH_STEPS
     try:
         _ssn_steps.PATH_STEPS = False
         jax.clear_caches()
-        shifted = [solve(i) for i in instances]
+        return fn()
     finally:
         _ssn_steps.PATH_STEPS = old
         jax.clear_caches()
-    for (z_path, i_path), (z_shift, i_shift) in zip(paths, shifted, strict=True):
-        assert bool(i_path.converged) and bool(i_shift.converged)
-        assert int(i_path.num_breakpoints) >= 0 and int(i_shift.num_breakpoints) == 0
-        np.testing.assert_allclose(z_path, z_shift, atol=1e-8)
-    assert sum(int(i.num_steps) for _, i in paths) < sum(int(i.num_steps) for _, i in shifted)
+
+
+@pytest.mark.parametrize("mu", [2.0, 3.0, 5.0])
+def test_cold_sparse_solves_take_no_more_steps_than_shifted_ones(mu):
+    # No warm start, most entries thresholded (d = 200, r = 15): the 16 crossings of a path
+    # come within s = 0.001-0.05 and lower ||E|| by a hair; taking that instead of the line
+    # search made these solves take 18 / 56 / 23 steps against 8 / 11 / 7 (found by a
+    # review). Measured now: 7 / 10 / 7.
+    x = stiefel.random_point(jax.random.key(1), 200, 15, jnp.float64)
+    g = jax.random.normal(jax.random.key(1001), (200, 15), jnp.float64)
+
+    def solve():
+        return rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(mu), tol=1e-10)
+
+    zeta, info = solve()
+    zeta_shift, info_shift = _shifted_only(solve)
+    assert bool(info.converged) and bool(info_shift.converged)
+    assert int(info.num_breakpoints) > 0
+    assert int(info.num_steps) <= int(info_shift.num_steps), (info.num_steps,
+                                                                info_shift.num_steps)
+    np.testing.assert_allclose(zeta, zeta_shift, atol=1e-9)
