@@ -37,8 +37,8 @@ def test_few_uniform_newton_steps_at_tol_1e8(r):
     steps = np.array([int(info.num_steps) for info in infos])
     converged = [bool(info.converged) for info in infos]
     assert all(converged)
-    # Measured: mean 1.59 / 2.66 (max 4 / 6) at r = 10 / 15 with path steps (2.2 / 3.4, max
-    # 7 / 10, with shifted steps; the reference rule 9.0 / 21.2; benchmarks/results/
+    # Measured: mean 1.59 / 2.66 (max 4 / 6) at r = 10 / 15 with path steps (2.22 / 3.34, max
+    # 8 / 10, with shifted steps; the reference rule 9.0 / 21.2; benchmarks/results/
     # subproblem_real.md). The goal: mean <= 3, max <= 10.
     assert steps.max() <= 10 and steps.mean() <= 3.0, steps
 
