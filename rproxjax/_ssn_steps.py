@@ -277,8 +277,8 @@ def secant_step(x, xt, t, reg, tol, use_cg, escalated, lam, w, y, jac, e, norm_e
 
 def _path_step(x, xt, t, reg, tol, use_cg, escalated, lam, w, y, jac, e, norm_e, *, passes,
                rtol):
-    """A tight solve's step by :func:`rproxjax._path.path_step` (regularized like the
-    secant rule's tight steps)."""
+    """A tight solve's step by :func:`rproxjax._path.path_step`: the secant shift, and the
+    regularization PATH_RHO_SCALE min(||E||, 0.1) + 4t eps."""
     del use_cg
     eps = jnp.finfo(x.dtype).eps
     rho = PATH_RHO_SCALE * jnp.minimum(norm_e, 0.1) + 4.0 * t * eps

@@ -96,8 +96,8 @@ class SubproblemInfo(NamedTuple):
         NONFINITE or INVALID (non-finite or invalid inputs, or an overflow) and for
         h = 0; kept for a collapsed iterate (where zeta is zeroed), so that the next
         call starts where this one ended.
-      num_breakpoints: threshold crossings followed by the path steps of tight l1 solves
-        (``rtol = 0``, dense Newton systems; :mod:`rproxjax._path`), summed over Newton
+      num_breakpoints: threshold crossings followed by the path steps of tight float64 l1
+        solves (``rtol = 0``, dense Newton systems; :mod:`rproxjax._path`), summed over Newton
         steps (int32; 0 for the other solves). Each costs a Cholesky solve and a d r^2
         product, about a tenth of a Newton step at d = 784, r = 15.
     """
