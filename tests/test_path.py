@@ -204,3 +204,29 @@ def test_cold_sparse_solves_take_no_more_steps_than_shifted_ones(mu):
     assert int(info.num_steps) <= int(info_shift.num_steps), (info.num_steps,
                                                                 info_shift.num_steps)
     np.testing.assert_allclose(zeta, zeta_shift, atol=1e-9)
+
+
+@pytest.mark.parametrize("budget", [1, 2])
+def test_paths_cut_short_still_converge_to_the_solution(budget):
+    # A crossing budget of 1 or 2 cuts most paths short: the step then picks among the full
+    # step, the last breakpoint, the completion along the last direction and the line search.
+    instances = [i for i in load_instances(15, np.float64) if i["mu"] == 0.2][:4]
+
+    def solve(inst):
+        return rproxjax.tangent_prox(inst["x"], inst["g"], inst["t"], rproxjax.l1(inst["mu"]),
+                                     lam=inst["lam0"], tol=1e-10)
+
+    default = [solve(i) for i in instances]
+    old = _path.MAX_BREAKS
+    try:
+        _path.MAX_BREAKS = budget
+        jax.clear_caches()
+        short = [solve(i) for i in instances]
+    finally:
+        _path.MAX_BREAKS = old
+        jax.clear_caches()
+    for (zeta, info), (zeta_short, info_short) in zip(default, short, strict=True):
+        assert bool(info.converged) and bool(info_short.converged)
+        assert int(info_short.num_breakpoints) <= budget * int(info_short.num_steps)
+        np.testing.assert_allclose(zeta_short, zeta, atol=1e-8)
+    assert sum(int(i.num_breakpoints) for _, i in short) > 0
