@@ -77,16 +77,21 @@ def cg(matvec, b, atol, maxiter):
     return x, k
 
 
-def dense_direction(x, t, reg, jac, e, shift, rho):
-    """D from the dense r(r+1)/2 system; returns (D, 0)."""
-    r = x.shape[-1]
-    basis = typed_sym_basis(r, x.dtype)
+def dense_factor(x, t, reg, jac, shift, rho):
+    """(Cholesky factor of 4t Gram + diag(R) + rho I, basis): the dense r(r+1)/2 system."""
+    basis = typed_sym_basis(x.shape[-1], x.dtype)
     rows, cols, _ = basis
     gram = reg.jacobian_gram(x, jac, basis)
     mat = (4.0 * t) * gram + jnp.diag(shift[rows, cols] + rho)
     # Symmetric positive definite (rho > 0): Cholesky, measured 1.6-1.8x faster than LU.
-    coords = jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(mat), -vech(e, basis))
-    return unvech(coords, basis, r), jnp.int32(0)
+    return jax.scipy.linalg.cho_factor(mat), basis
+
+
+def dense_direction(x, t, reg, jac, e, shift, rho):
+    """D from the dense r(r+1)/2 system; returns (D, 0)."""
+    factor, basis = dense_factor(x, t, reg, jac, shift, rho)
+    coords = jax.scipy.linalg.cho_solve(factor, -vech(e, basis))
+    return unvech(coords, basis, x.shape[-1]), jnp.int32(0)
 
 
 def jacobi_direction(x, t, reg, jac, e, rho):

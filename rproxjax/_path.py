@@ -25,8 +25,9 @@ The shift keeps the step's pieces well conditioned: with a regularization alone 
 where ||E|| <= 1e-8 left zeta up to 1e-6 from the solution (1171 ||E||; 4e-9 with the
 shift, as with the shifted steps). Candidates: the full Newton step (taken without a path
 where it cuts ||E|| by PATH_ACCEPT or ends the solve), the path's end point, its
-completion when cut short, and where none of these lowers ||E|| the exact line search along
-the first direction (the secant rule's step); the one with the smallest ||E|| is the step.
+completion when cut short, and where none of these halves ||E|| (PATH_PROGRESS) the exact
+line search along the first direction (the secant rule's step); the one with the smallest
+||E|| is the step.
 """
 
 from __future__ import annotations
@@ -122,10 +123,7 @@ def path_step(x, t, reg, lam, w, y, jac, e, norm_e, shift, rho, residual, stops,
     norm_e)`` the solve's stopping test and ``line_search(w, y, e, d, p)`` the exact line
     search's step length along D (P = 2t X D)."""
     r = x.shape[-1]
-    basis = _newton.typed_sym_basis(r, x.dtype)
-    rows, cols, _ = basis
-    mat = (4.0 * t) * reg.jacobian_gram(x, jac, basis) + jnp.diag(shift[rows, cols] + rho)
-    factor = jax.scipy.linalg.cho_factor(mat)
+    factor, basis = _newton.dense_factor(x, t, reg, jac, shift, rho)
     rhs = -_newton.vech(e, basis)
     coords = jax.scipy.linalg.cho_solve(factor, rhs)
     d = _newton.unvech(coords, basis, r)
