@@ -102,8 +102,9 @@ import optax
 from jax import lax
 
 import rproxjax
-from rproxjax import _subproblem, stiefel
-from rproxjax._sampling import chunked_mean as _chunked_mean  # fit's chunked full gradient
+from rproxjax import stiefel
+from rproxjax._ssn import solve as _subproblem
+from rproxjax._run.data import chunked_mean as _chunked_mean  # fit's chunked full gradient
 from rproxjax.problems import spca_loss
 
 try:  # run as a script: benchmarks/ is on sys.path

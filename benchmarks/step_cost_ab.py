@@ -7,7 +7,7 @@ on a quiet machine::
     python benchmarks/step_cost_ab.py JACOBI_FIRST=False -- --mus 0.2 --no-sweep --no-save
     python benchmarks/step_cost_ab.py JACOBI_FIRST=True -- --mus 0.2 --no-sweep --no-save
 
-``NAME=VALUE`` pairs name module constants of ``rproxjax._ssn_steps`` (VALUE a Python
+``NAME=VALUE`` pairs name module constants of ``rproxjax._ssn.steps`` (VALUE a Python
 literal); the arguments after ``--`` go to ``step_cost.py``. Results: ``results/jacobi_ab.md``.
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 import sys
 
-from rproxjax import _ssn_steps
+from rproxjax._ssn import steps as _ssn_steps
 
 try:  # run as a script: benchmarks/ is on sys.path
     import step_cost
@@ -30,9 +30,9 @@ def main(argv=None):
     for pair in argv[:split]:
         name, value = pair.split("=", 1)
         if not hasattr(_ssn_steps, name):
-            raise SystemExit(f"rproxjax._ssn_steps has no constant {name!r}")
+            raise SystemExit(f"rproxjax._ssn.steps has no constant {name!r}")
         setattr(_ssn_steps, name, ast.literal_eval(value))
-        print(f"rproxjax._ssn_steps.{name} = {getattr(_ssn_steps, name)!r}", flush=True)
+        print(f"rproxjax._ssn.steps.{name} = {getattr(_ssn_steps, name)!r}", flush=True)
     step_cost.main(argv[split + 1:])
 
 

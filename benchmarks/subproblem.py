@@ -54,7 +54,8 @@ import jax
 import jax.numpy as jnp
 
 import rproxjax
-from rproxjax import _subproblem, stiefel
+from rproxjax import stiefel
+from rproxjax._ssn import solve as _subproblem
 
 try:  # run as a script: benchmarks/ is on sys.path
     import _timing

@@ -19,7 +19,7 @@ from the warm starts the file holds:
   (``_ssn_steps.PATH_STEPS = False``, JAX's caches cleared around it): the secant shift and
   exact line search in every step, the default rule's tight steps before path steps.
 
-The secant rule's dense tight solves (``rtol = 0``) take path steps (``rproxjax._path``);
+The secant rule's dense tight solves (``rtol = 0``) take path steps (``rproxjax._ssn.path``);
 "breakpoints mean" counts the threshold crossings they follow per call.
 
 Tolerances: float64 at tol 1e-8 (goal: mean <= 3, max <= 10 steps, every call
@@ -50,7 +50,7 @@ from _instances import load_instances  # noqa: E402
 from _timing import machine_info, print_table, save_results, time_fn  # noqa: E402
 
 import rproxjax  # noqa: E402
-from rproxjax import _ssn_steps  # noqa: E402
+from rproxjax._ssn import steps as _ssn_steps
 
 CONFIGS = {  # name: (method, warm start, linear solver)
     "before (reference, auto)": ("reference", "lam", "before"),

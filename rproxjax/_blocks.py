@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 
 from rproxjax import _checks, grassmann, stiefel
-from rproxjax._subproblem import SubproblemInfo, tangent_prox
+from rproxjax._ssn.solve import SubproblemInfo, tangent_prox
 
 __all__ = [
     "Block", "Euclidean", "Grassmann", "Stiefel", "as_blocks", "is_block", "map_blocks",

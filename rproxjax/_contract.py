@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from rproxjax._subproblem import SubproblemInfo
+from rproxjax._ssn.solve import SubproblemInfo
 
 __all__ = ["Needs", "StepInfo", "any_halted", "block_cost", "find_needs", "refresh_cost",
            "step_cost", "step_info"]

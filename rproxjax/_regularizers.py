@@ -23,16 +23,16 @@ The protocol, for a regularizer ``reg`` acting on d x r matrices:
   arrays j, l with j <= l and the weights s_p, each of length m = r(r+1)/2).
 * ``reg.jacobian_gram_diagonal(x, jac)`` (optional): the diagonal of that matrix as an
   r x r symmetric matrix (entry (j, l) holds G_pp for (j, l) = (rows[p], cols[p])), for
-  the Jacobi steps of loose solves (:func:`rproxjax._newton.jacobi_direction`); a
+  the Jacobi steps of loose solves (:func:`rproxjax._ssn.linear.jacobi_direction`); a
   regularizer without it gets full Newton steps.
 * ``reg.secant_shift(w, x, e, t, passes)``: an r x r symmetric, non-negative
   matrix R raising the Newton matrix's diagonal in the symmetric basis where
   the generalized Jacobian underestimates the curvature of the dual along a
-  basis direction (see :mod:`rproxjax._secant`); zeros where unknown.
+  basis direction (see :mod:`rproxjax._ssn.secant`); zeros where unknown.
 * ``reg.thresholds(t, w)`` and ``reg.first_breakpoint(w, p, active, t)`` (optional,
   regularizers whose generalized Jacobian is an entrywise 0/1 mask ``jac``: l1): the
   thresholds t mu_c per column and the first tau > 0 at which an entry of W + tau P crosses
-  one, for the path steps of tight solves (:mod:`rproxjax._path`).
+  one, for the path steps of tight solves (:mod:`rproxjax._ssn.path`).
 * ``reg.check(shape)``: raises ``ValueError`` if the strengths do not fit
   d x r matrices of the given shape.
 """
@@ -47,7 +47,7 @@ from jax import lax
 
 from rproxjax import _checks
 from rproxjax._linalg import mm, sqrt0
-from rproxjax._secant import l1_secant_shift
+from rproxjax._ssn.secant import l1_secant_shift
 
 __all__ = ["L1", "L21", "l1", "l21"]
 
@@ -76,7 +76,7 @@ def _gram_blockdiag(k, basis):
 def _pair_products(a, b, basis):
     """a[:, rows] * b[:, cols] (d x m) for the basis pairs (j, l) = (rows[p], cols[p]).
 
-    The pairs of :func:`rproxjax._newton.sym_basis` (np.triu_indices order) are formed from
+    The pairs of :func:`rproxjax._ssn.linear.sym_basis` (np.triu_indices order) are formed from
     r static column slices: XLA's CPU gather with these constant indices is slower
     (``benchmarks/profile_step.py`` times the K tensor of a Newton step both ways). Other
     orders gather.

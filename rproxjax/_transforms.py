@@ -36,7 +36,7 @@ from rproxjax import _checks
 from rproxjax._blocks import as_blocks, map_blocks, total_sq_norm
 from rproxjax._contract import StepInfo
 from rproxjax._results import Status
-from rproxjax._subproblem import METHODS, SubproblemInfo
+from rproxjax._ssn.solve import METHODS, SubproblemInfo
 
 __all__ = ["ProximalStepState", "RetractionState", "SSN", "SubgradientState",
            "proximal_step", "retract", "subgradient_direction"]

@@ -33,7 +33,7 @@ import numpy as np
 
 from rproxjax import _checks, stiefel
 from rproxjax._linalg import mm
-from rproxjax._subproblem import tangent_prox
+from rproxjax._ssn.solve import tangent_prox
 
 __all__ = [
     "RMCProblem",

@@ -12,7 +12,7 @@ import pytest  # noqa: E402
 def lanes_flag(request):
     """Runs a test with the default batching of vmapped solves (lanes mapped one after
     another on CPU) and with one batched Newton loop (_subproblem.SEQUENTIAL_LANES)."""
-    from rproxjax import _subproblem
+    from rproxjax._ssn import solve as _subproblem
 
     old = _subproblem.SEQUENTIAL_LANES
     _subproblem.SEQUENTIAL_LANES = request.param

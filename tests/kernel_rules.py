@@ -11,9 +11,10 @@ import contextlib
 
 import jax
 
-from rproxjax import _blocks, _ssn_steps
+from rproxjax import _blocks
 
-#: The module constants of ``rproxjax._ssn_steps`` that make up the rule of loose solves.
+#: The module constants of ``rproxjax._ssn.steps`` that make up the rule of loose solves.
+from rproxjax._ssn import steps as _ssn_steps
 RULE_CONSTANTS = ("LOOSE_RHO_SCALE", "LOOSE_SECANT_SHIFT", "UNIT_ACCEPT", "JACOBI_FIRST")
 #: The first rule: regularization 1e-4 min(||E||, 0.1) with the secant shift, a line
 #: search at every step, and no Jacobi steps.

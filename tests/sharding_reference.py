@@ -13,8 +13,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from rproxjax._runner import _epoch_keys
-from rproxjax._sharding import shard_indices
+from rproxjax._run.fit import _epoch_keys
+from rproxjax._run.sharding import shard_indices
 from rproxjax.problems import spca_loss
 
 

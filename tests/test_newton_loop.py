@@ -21,7 +21,10 @@ import numpy as np
 import pytest
 
 import rproxjax
-from rproxjax import _newton, _regularizers, _ssn_steps, _subproblem
+from rproxjax import _regularizers
+from rproxjax._ssn import linear as _newton
+from rproxjax._ssn import steps as _ssn_steps
+from rproxjax._ssn import solve as _subproblem
 from tests.kernel_rules import loose_rule
 from tests.subproblem_instances import load_instances
 

@@ -1,4 +1,4 @@
-"""The path-following Newton step of tight l1 solves (rproxjax._path).
+"""The path-following Newton step of tight l1 solves (rproxjax._ssn.path).
 
 E(Lambda) is piecewise affine for l1: along the homotopy E(Lambda(s)) = (1 - s) E_0 each
 piece is a linear solve, and crossing a threshold changes the Newton matrix by a rank-one
@@ -14,7 +14,10 @@ import numpy as np
 import pytest
 
 import rproxjax
-from rproxjax import _newton, _path, _ssn_steps, stiefel
+from rproxjax import stiefel
+from rproxjax._ssn import linear as _newton
+from rproxjax._ssn import path as _path
+from rproxjax._ssn import steps as _ssn_steps
 from tests.subproblem_instances import load_instances
 
 

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 import rproxjax
-from rproxjax import _newton, stiefel
-from rproxjax._secant import l1_secant_shift
+from rproxjax import stiefel
+from rproxjax._ssn import linear as _newton
+from rproxjax._ssn.secant import l1_secant_shift
 
 
 def _residual(x, base, t, reg, lam):

@@ -15,7 +15,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import rproxjax
-from rproxjax import _compile
+from rproxjax._run import compile as _compile
 from rproxjax.problems import spca_loss
 from tests.sharding_reference import reference_blocks, reference_plain
 

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import rproxjax
-from rproxjax import _subproblem, stiefel
+from rproxjax import stiefel
+from rproxjax._ssn import solve as _subproblem
 from tests.reference import manpg_reference_problem
 
 
@@ -220,10 +221,10 @@ def test_one_trace_for_new_values_of_t_mu_and_lam():
         lam = info.lam
     assert len(traces) == 1
     # The eager entry point caches its compiled solver in the same way.
-    size = rproxjax._subproblem._solve_jit._cache_size()
+    size = rproxjax._ssn.solve._solve_jit._cache_size()
     for k in range(3):
         rproxjax.tangent_prox(x, g, 0.2 + k, rproxjax.l1(0.1 * k), lam=lam)
-    assert rproxjax._subproblem._solve_jit._cache_size() <= size + 1
+    assert rproxjax._ssn.solve._solve_jit._cache_size() <= size + 1
 
 
 def test_max_steps_one_reports_not_converged_with_finite_outputs(ref):

@@ -46,7 +46,7 @@ import numpy as np
 import pytest
 
 import rproxjax
-from rproxjax._subproblem import CG_THRESHOLD
+from rproxjax._ssn.solve import CG_THRESHOLD
 
 cp = pytest.importorskip("cvxpy")
 if "CLARABEL" not in cp.installed_solvers():  # pragma: no cover

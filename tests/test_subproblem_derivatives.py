@@ -1,4 +1,4 @@
-"""Derivatives of tangent_prox's solution (implicit function theorem, rproxjax._implicit).
+"""Derivatives of tangent_prox's solution (implicit function theorem, rproxjax._ssn.implicit).
 
 References are central differences of cold, tight solves: the solution map itself, not the
 iterations that reach it."""

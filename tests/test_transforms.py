@@ -79,7 +79,7 @@ def compilations():
 @pytest.mark.parametrize("name", ["r_prox_sgd", "r_prox_spb", "r_subgrad", "manpg"])
 def test_second_fit_with_new_hyperparameters_compiles_nothing(name, data, compilations):
     events = compilations
-    rproxjax._compile.clear_cache()  # earlier tests may have compiled this very program
+    rproxjax._run.compile.clear_cache()  # earlier tests may have compiled this very program
     first = _fit(OPTIMIZERS[name](0.3, 0.5), data, name=name)
     assert len(events) > 0  # the first call compiles (the listener works)
     new_data = jax.block_until_ready(data * 1.01)
@@ -88,7 +88,7 @@ def test_second_fit_with_new_hyperparameters_compiles_nothing(name, data, compil
     assert len(events) == 0, f"{len(events)} compilations on the second call"
     assert not np.array_equal(second.params, first.params)
     # ... and the cached program computes the new values: same as a fresh trace.
-    rproxjax._compile.clear_cache()
+    rproxjax._run.compile.clear_cache()
     fresh = _fit(OPTIMIZERS[name](0.1, 0.7), new_data, name=name)
     np.testing.assert_array_equal(second.params, fresh.params)
     np.testing.assert_array_equal(second.epoch_loss, fresh.epoch_loss)
@@ -96,7 +96,7 @@ def test_second_fit_with_new_hyperparameters_compiles_nothing(name, data, compil
 
 def test_a_changed_structure_compiles_again(data, compilations):
     events = compilations
-    rproxjax._compile.clear_cache()
+    rproxjax._run.compile.clear_cache()
     _fit(OPTIMIZERS["r_prox_sgd"](0.3, 0.5), data)
     events.clear()
     _fit(rproxjax.r_prox_sgd(0.5, 0.2, rproxjax.l1(0.3), retraction="qr"), data)
@@ -160,7 +160,7 @@ def test_blocks_are_typed_pytrees():
 
 def test_compile_once_compiles_ahead_of_the_timed_calls(compilations):
     """fit times its epochs: all compilation happens when the program is prepared."""
-    from rproxjax._compile import clear_cache, compile_once
+    from rproxjax._run.compile import clear_cache, compile_once
 
     clear_cache()
     scale = jnp.asarray(3.0)

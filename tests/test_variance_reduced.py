@@ -136,7 +136,7 @@ _DATA = jax.random.normal(jax.random.key(3), (64, 8)) @ jnp.diag(jnp.linspace(2.
 def _fused_and_plain(make_opt, monkeypatch):
     """(params, loss traces) of a fit with the pair of gradients vmapped, and of one where
     the runner declines it (the estimator then calls grad_fn)."""
-    from rproxjax import _program
+    from rproxjax._run import program as _program
 
     x0 = stiefel.random_point(jax.random.key(4), 8, 2, jnp.float64)
     out = []

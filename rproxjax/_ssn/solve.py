@@ -12,7 +12,7 @@ through its dual (design notes section 3): for symmetric Lambda,
 
 and zeta = Y(Lambda*) - X where E(Lambda*) = 0. E is the gradient of the convex,
 piecewise quadratic dual phi(Lambda) = ||Y(Lambda)||^2 / (2t) - 2 tr(Lambda). The
-Newton steps (:mod:`rproxjax._ssn_steps`) run inside a bounded ``lax.while_loop``
+Newton steps (:mod:`rproxjax._ssn.steps`) run inside a bounded ``lax.while_loop``
 that keeps the iterate with the smallest residual (or the one that meets the stopping
 test, which ends it).
 """
@@ -27,7 +27,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from rproxjax import _checks, _implicit, _ssn_steps
+from rproxjax import _checks
+from rproxjax._ssn import implicit as _implicit
+from rproxjax._ssn import steps as _steps
 from rproxjax._linalg import mm
 from rproxjax._results import Status
 
@@ -97,7 +99,7 @@ class SubproblemInfo(NamedTuple):
         h = 0; kept for a collapsed iterate (where zeta is zeroed), so that the next
         call starts where this one ended.
       num_breakpoints: threshold crossings followed by the path steps of tight float64 l1
-        solves (``rtol = 0``, dense Newton systems; :mod:`rproxjax._path`), summed over Newton
+        solves (``rtol = 0``, dense Newton systems; :mod:`rproxjax._ssn.path`), summed over Newton
         steps (int32; 0 for the other solves). Each costs a Cholesky solve and a d r^2
         product, about a tenth of a Newton step at d = 784, r = 15.
     """
@@ -163,7 +165,7 @@ def _newton_loop(step, x, tol, rtol, max_steps, start):
     lam, w, y, jac, e, norm_e = start
 
     def done(y, norm_e):
-        return _ssn_steps.meets_stopping_test(x, y, norm_e, tol, rtol)
+        return _steps.meets_stopping_test(x, y, norm_e, tol, rtol)
 
     def body(state):
         k, lam, w, y, jac, e, norm_e, _, _, n_lin, n_eval, best, aux = state
@@ -213,7 +215,7 @@ def _begin(x, g, t, reg, lam):
     # measured 1.5-2x slower on two CPU threads.
     xt = lax.optimization_barrier(x.T)
     w0 = x - t * g + (2.0 * t) * mm(x, lam)
-    return xt, (lam, w0, *_ssn_steps.residual(x, xt, t, reg, w0))
+    return xt, (lam, w0, *_steps.residual(x, xt, t, reg, w0))
 
 
 def _loop(max_steps: int, use_cg: bool, method: str):
@@ -222,10 +224,10 @@ def _loop(max_steps: int, use_cg: bool, method: str):
 
     def loop(x, xt, t, reg, tol, rtol, start):
         if method in ("secant", "adaptive"):
-            step = functools.partial(_ssn_steps.secant_step, passes=SECANT_PASSES,
+            step = functools.partial(_steps.secant_step, passes=SECANT_PASSES,
                                      adaptive=method == "adaptive", rtol=rtol)
         else:
-            step = _ssn_steps.reference_step
+            step = _steps.reference_step
         step = functools.partial(step, x, xt, t, reg, tol, use_cg)
         return _newton_loop(step, x, tol, rtol, max_steps, start)
 
@@ -238,7 +240,7 @@ def _finish(x, g, t, reg, lam0, smooth, tol, rtol, out):
     # Non-finite inputs can be hidden by the prox (soft-thresholding maps NaN
     # to 0), so they are detected explicitly; such a call returns zeta = 0.
     inputs_finite = _all_finite(x, g, t, lam0, reg)
-    converged = _ssn_steps.meets_stopping_test(x, y, norm_e, tol, rtol) & inputs_finite
+    converged = _steps.meets_stopping_test(x, y, norm_e, tol, rtol) & inputs_finite
     status = jnp.where(
         converged, Status.SUCCESSFUL,
         jnp.where(status == Status.SUCCESSFUL, Status.MAX_STEPS_REACHED, status),
@@ -401,7 +403,7 @@ def tangent_prox(
     of steps (a ``jax.custom_batching.custom_vmap`` rule), while the work
     around them (the starting residual, the stopping test, zeta; gradients)
     stays batched; on accelerators they form one batched loop that runs until
-    its slowest lane ends (``_subproblem.SEQUENTIAL_LANES``). Under nested
+    its slowest lane ends (``_solve.SEQUENTIAL_LANES``). Under nested
     ``vmap`` the innermost axis runs lane by lane and the outer axes batch its
     loops (the rule maps one axis): flatten the lanes into one axis to run each
     for its own number of steps.
@@ -410,7 +412,7 @@ def tangent_prox(
     ``info.lam``, ``info.lam_h`` and ``info.subgradient`` with respect to ``x``,
     ``g``, ``t`` and the regularizer's strengths are those of the solution map,
     by the implicit function theorem at the returned multiplier (one Newton
-    system, dense or CG like the solve; :mod:`rproxjax._implicit`), not of the
+    system, dense or CG like the solve; :mod:`rproxjax._ssn.implicit`), not of the
     iterations: a warm start, ``tol`` and ``rtol`` do not move them. Invalid and
     non-finite calls have zero tangents and gradients; a collapsed call zero
     tangents of zeta (its multiplier and subgradient keep theirs). At an
@@ -427,7 +429,7 @@ def tangent_prox(
 
     * ``"secant"`` (default): minimizes the dual phi (whose gradient is E)
       with the Newton matrix's diagonal raised to the coordinate secant
-      curvature of phi (:mod:`rproxjax._secant`; l1 only, the plain
+      curvature of phi (:mod:`rproxjax._ssn.secant`; l1 only, the plain
       Jacobian for l21) and an exact line search on phi. On degenerate
       subproblems (columns of Y with fewer nonzeros than r, where the
       generalized Jacobian is singular) it takes few and uniform steps.
@@ -435,9 +437,9 @@ def tangent_prox(
       regularization raised, and the full Newton step taken without the line
       search when it cuts ||E|| by 10x or meets the stopping test: at such
       tolerances the shift saved
-      few steps and cost 70% of a step (``rproxjax._ssn_steps``). Without a
+      few steps and cost 70% of a step (``rproxjax._ssn.steps``). Without a
       relative test (``rtol = 0``), float64 l1 solves on the dense path take
-      path steps instead (:mod:`rproxjax._path`): the shifted Newton direction
+      path steps instead (:mod:`rproxjax._ssn.path`): the shifted Newton direction
       follows the piecewise-affine residual E(Lambda(s)) = (1 - s) E_0, updated
       by a rank-one correction at each entry that crosses its threshold (at most
       16 a step, counted in ``info.num_breakpoints``), with the exact line

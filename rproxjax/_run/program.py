@@ -34,7 +34,7 @@ from rproxjax._contract import (
     step_cost,
     step_info,
 )
-from rproxjax._sampling import Plan
+from rproxjax._run.data import Plan
 
 __all__ = ["EpochProgram", "History", "Objective"]
 

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from rproxjax import _newton
+from rproxjax._ssn import linear as _linear
 from rproxjax._linalg import mm
 from rproxjax._results import Status
 
@@ -60,7 +60,7 @@ def _multiplier_solve(x, t, reg, jac, use_cg):
         b = 0.5 * (b + b.T)
         if use_cg:
             atol = 100.0 * jnp.finfo(x.dtype).eps * jnp.sqrt(jnp.sum(b * b))
-            sol, _ = _newton.cg(matvec, b, atol, x.shape[-1] ** 2)
+            sol, _ = _linear.cg(matvec, b, atol, x.shape[-1] ** 2)
             return 0.5 * (sol + sol.T)
         return _pseudo_inverse_solve(x, t, reg, jac, b)
 
@@ -69,13 +69,13 @@ def _multiplier_solve(x, t, reg, jac, use_cg):
 
 def _pseudo_inverse_solve(x, t, reg, jac, b):
     r = x.shape[-1]
-    basis = _newton.typed_sym_basis(r, x.dtype)
+    basis = _linear.typed_sym_basis(r, x.dtype)
     rows = basis[0]
     w, q = jnp.linalg.eigh((4.0 * t) * reg.jacobian_gram(x, jac, basis))
     cutoff = rows.size * jnp.finfo(x.dtype).eps * jnp.max(jnp.abs(w))
     inv = jnp.where(w > cutoff, 1.0 / jnp.where(w > cutoff, w, 1.0), 0.0)
-    coords = mm(q, inv * mm(q.T, _newton.vech(b, basis)))
-    return _newton.unvech(coords, basis, r)
+    coords = mm(q, inv * mm(q.T, _linear.vech(b, basis)))
+    return _linear.unvech(coords, basis, r)
 
 
 def implicit(solve, use_cg: bool):

@@ -1,9 +1,9 @@
 """Training runs: :func:`fit` (the host driver) and :func:`pure_fit` (for ``jit``/``vmap``).
 
-Both run whole epochs as single XLA programs (:mod:`rproxjax._program`) on
-the data side given by :mod:`rproxjax._sampling`. :func:`fit` runs them from
+Both run whole epochs as single XLA programs (:mod:`rproxjax._run.program`) on
+the data side given by :mod:`rproxjax._run.data`. :func:`fit` runs them from
 a host loop (timing, progress, online streams) and compiles each program
-once per structure (:mod:`rproxjax._compile`): a second call that changes
+once per structure (:mod:`rproxjax._run.compile`): a second call that changes
 only hyperparameter values (mu, step sizes, the data's values, the key)
 compiles nothing. :func:`pure_fit` is a pure function of its arrays: all
 epochs in one ``lax.scan``, to be wrapped in ``jax.jit`` and ``jax.vmap``
@@ -31,18 +31,18 @@ from jax import lax
 
 from rproxjax import _checks
 from rproxjax._blocks import map_blocks
-from rproxjax._compile import compile_once
+from rproxjax._run.compile import compile_once
 from rproxjax._contract import Needs, find_needs
-from rproxjax._fit_checks import (
+from rproxjax._run.checks import (
     check_key,
     check_loss,
     check_opt_state,
     check_optimizer,
     positive_int,
 )
-from rproxjax._program import EpochProgram, History, make_objective, state_blocks
-from rproxjax._sampling import FiniteSum, Plan, Stream, chunk_steps, is_dataset
-from rproxjax._sharding import ShardedFiniteSum, data_mesh
+from rproxjax._run.program import EpochProgram, History, make_objective, state_blocks
+from rproxjax._run.data import FiniteSum, Plan, Stream, chunk_steps, is_dataset
+from rproxjax._run.sharding import ShardedFiniteSum, data_mesh
 
 __all__ = ["FitResult", "History", "fit", "pure_fit"]
 

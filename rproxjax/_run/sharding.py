@@ -14,7 +14,7 @@ equal shards, one per device along the mesh axis ``axis`` (``jax.sharding``'s
 * the point, the optimizer state, the subproblem and the retraction are replicated (they
   are small); every device computes the same update.
 
-Unlike the single-device :class:`~rproxjax._sampling.FiniteSum` (one permutation of all n
+Unlike the single-device :class:`~rproxjax._run.data.FiniteSum` (one permutation of all n
 samples), a minibatch here always holds exactly b / k samples of each shard: the same
 distribution when the shards are exchangeable (e.g. the data set was shuffled before it
 was split), a stratified one otherwise. Runs on different numbers of devices therefore
@@ -31,7 +31,7 @@ from jax import lax
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from rproxjax._sampling import Plan, _indices, chunked_mean, leading_size, take
+from rproxjax._run.data import Plan, _indices, chunked_mean, leading_size, take
 
 __all__ = ["ShardedFiniteSum", "data_mesh", "shard_indices"]
 

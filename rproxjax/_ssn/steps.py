@@ -6,14 +6,14 @@ Y = prox_{t h}(W) with its generalized Jacobian, and E = X^T Y + Y^T X - 2I.
 * :func:`secant_step` (the default, design notes section 3b): minimizes the dual
   phi(Lambda) = ||prox_{t h}(W)||^2 / (2t) - 2 tr(Lambda) (convex, piecewise quadratic,
   gradient E). The Newton matrix's diagonal is raised to the coordinate secant
-  curvature (:mod:`rproxjax._secant`), and the step length is the exact minimizer of
+  curvature (:mod:`rproxjax._ssn.secant`), and the step length is the exact minimizer of
   phi along the direction (bracketed Newton on the monotone piecewise-linear phi'),
   or the full step s = 1 where that has the smaller residual. Solves with a relative
   stopping test (the stochastic optimizers') skip the shift, regularize more and take the
   full step without a line search when it cuts ||E|| by UNIT_ACCEPT or meets the
   stopping test. Tight solves (``rtol = 0``, float64) of regularizers with entrywise
   breakpoints (l1: ``reg.first_breakpoint``) on the dense path take path steps instead
-  (:mod:`rproxjax._path`, PATH_STEPS): the shifted Newton direction is updated at each
+  (:mod:`rproxjax._ssn.path`, PATH_STEPS): the shifted Newton direction is updated at each
   threshold crossing along the way, with the exact line search as well where no path
   candidate halves ||E||.
   The "adaptive" rule takes plain dual Newton steps until one makes too little progress.
@@ -32,7 +32,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from rproxjax import _newton, _path
+from rproxjax._ssn import linear as _linear
+from rproxjax._ssn import path as _path
 from rproxjax._linalg import mm
 
 # Reference line search: s = 1, halve while ||E||^2 does not fall by (1 - 0.001 s), s > 1e-3.
@@ -78,7 +79,7 @@ LOOSE_SECANT_SHIFT = False
 # tolerance. 0 turns both off (a line search at every step).
 UNIT_ACCEPT = 0.1
 # Tight solves (rtol = 0) of the secant rule with l1 on the dense path take path steps
-# (:mod:`rproxjax._path`), with the secant shift and the regularization PATH_RHO_SCALE min(||E||,
+# (:mod:`rproxjax._ssn.path`), with the secant shift and the regularization PATH_RHO_SCALE min(||E||,
 # 0.1) + 4t eps, in float64 (PATH_DTYPES). On the captured MNIST subproblems at tol 1e-8 (from the
 # optimizers' warm start) a mean of 1.66 / 2.41 steps (max 4 / 6) at r = 10 / 15 against 2.19 /
 # 3.28 (max 7 / 10) with shifted steps, zeta within 2.0e-9 / 4.4e-9 of the solution (3.8e-9 /
@@ -95,7 +96,7 @@ PATH_STEPS = True
 PATH_RHO_SCALE = 1e-10
 PATH_DTYPES = (jnp.dtype("float64"),)
 # Adaptive rule, loose solves: Jacobi steps first (the Newton system with the Gram matrix's
-# diagonal, :func:`rproxjax._newton.jacobi_direction`, regularized by JACOBI_RHO_SCALE
+# diagonal, :func:`rproxjax._ssn.linear.jacobi_direction`, regularized by JACOBI_RHO_SCALE
 # min(||E||, 0.1)), until one cuts ||E|| by less than ESCALATE; then regularized dual Newton
 # steps. Needs the regularizer's ``jacobian_gram_diagonal``; False turns it off.
 JACOBI_FIRST = True
@@ -142,8 +143,8 @@ def direction(x, xt, t, reg, jac, e, shift, rho, tol, norm_e, use_cg):
         # The reference stops CG at max(1e-7, min(1e-4, 1e-3 ||E||)); its absolute floor is
         # tol / 10 here so that CG never stalls (zero iterations) while ||E|| > tol.
         atol = jnp.maximum(0.1 * tol, jnp.minimum(1e-4, 1e-3 * norm_e))
-        return _newton.cg_direction(x, xt, t, reg, jac, e, shift, rho, atol)
-    return _newton.dense_direction(x, t, reg, jac, e, shift, rho)
+        return _linear.cg_direction(x, xt, t, reg, jac, e, shift, rho, atol)
+    return _linear.dense_direction(x, t, reg, jac, e, shift, rho)
 
 
 def reference_step(x, xt, t, reg, tol, use_cg, aux, lam, w, y, jac, e, norm_e):
@@ -237,7 +238,7 @@ def _secant_direction(x, xt, t, reg, tol, use_cg, escalated, w, jac, e, norm_e, 
         return newton()
 
     def jacobi():
-        return _newton.jacobi_direction(x, t, reg, jac, e, JACOBI_RHO_SCALE * cap + 4.0 * t * eps)
+        return _linear.jacobi_direction(x, t, reg, jac, e, JACOBI_RHO_SCALE * cap + 4.0 * t * eps)
 
     # The loose test outermost, as above: tight solves of batched lanes never form the
     # Jacobi direction; loose ones form both where ``escalated`` differs between lanes.
@@ -260,7 +261,7 @@ def secant_step(x, xt, t, reg, tol, use_cg, escalated, lam, w, y, jac, e, norm_e
     regularized dual Newton step, taken in full when that meets the stopping test or cuts
     ||E|| by UNIT_ACCEPT, and with the exact line search otherwise. With ``adaptive`` (and
     JACOBI_FIRST), a loose solve's steps before it escalates are Jacobi steps instead of
-    plain Newton steps (:func:`rproxjax._newton.jacobi_direction`), accepted the same way.
+    plain Newton steps (:func:`rproxjax._ssn.linear.jacobi_direction`), accepted the same way.
     Without ``adaptive``, a tight float64 solve (``rtol`` = 0) on the dense path whose
     regularizer gives ``first_breakpoint`` (l1) takes a path step instead (PATH_STEPS; a
     ``lax.cond`` on ``loose``)."""
@@ -277,7 +278,7 @@ def secant_step(x, xt, t, reg, tol, use_cg, escalated, lam, w, y, jac, e, norm_e
 
 def _path_step(x, xt, t, reg, tol, use_cg, escalated, lam, w, y, jac, e, norm_e, *, passes,
                rtol):
-    """A tight solve's step by :func:`rproxjax._path.path_step`: the secant shift, and the
+    """A tight solve's step by :func:`rproxjax._ssn.path.path_step`: the secant shift, and the
     regularization PATH_RHO_SCALE min(||E||, 0.1) + 4t eps."""
     del use_cg
     eps = jnp.finfo(x.dtype).eps

@@ -6,7 +6,7 @@ mask) its Jacobian is 4t Gram(mask), and an entry (i, c) crossing +-t mu_c chang
 +-4t b b^T with b = vech(e_c x_i^T) (x_i the i-th row of X): a rank-one change.
 
 The secant rule's step solves (4t Gram + diag(R) + rho I) D = -E_0 once (R the coordinate
-secant shift, :mod:`rproxjax._secant`) and moves along D as if the active set stayed fixed.
+secant shift, :mod:`rproxjax._ssn.secant`) and moves along D as if the active set stayed fixed.
 Where entries cross their thresholds on the way, that line is wrong after the first
 crossing: the exact line search then stops near the first breakpoint and the solve changes
 about one entry per Newton step (MNIST r = 15, mu = 0.2: 7.4 steps a call at tol 1e-8).
@@ -37,7 +37,7 @@ import jax.numpy as jnp
 import jax.scipy.linalg
 from jax import lax
 
-from rproxjax import _newton
+from rproxjax._ssn import linear as _linear
 from rproxjax._linalg import mm
 
 #: Breakpoints followed per path step: the loop's bound (read when a solve is traced).
@@ -67,7 +67,7 @@ def _path(x, t, reg, factor, basis, w, active, coords0, rhs, max_breaks):
     eps = jnp.finfo(dtype).eps
 
     def direction(coords):
-        d = _newton.unvech(coords, basis, r)
+        d = _linear.unvech(coords, basis, r)
         return d, (2.0 * t) * mm(x, d)
 
     def cond(c):
@@ -123,10 +123,10 @@ def path_step(x, t, reg, lam, w, y, jac, e, norm_e, shift, rho, residual, stops,
     norm_e)`` the solve's stopping test and ``line_search(w, y, e, d, p)`` the exact line
     search's step length along D (P = 2t X D)."""
     r = x.shape[-1]
-    factor, basis = _newton.dense_factor(x, t, reg, jac, shift, rho)
-    rhs = -_newton.vech(e, basis)
+    factor, basis = _linear.dense_factor(x, t, reg, jac, shift, rho)
+    rhs = -_linear.vech(e, basis)
     coords = jax.scipy.linalg.cho_solve(factor, rhs)
-    d = _newton.unvech(coords, basis, r)
+    d = _linear.unvech(coords, basis, r)
     p = (2.0 * t) * mm(x, d)
     at_one = residual(w + p)
     full = (at_one[3] <= PATH_ACCEPT * norm_e) | stops(at_one[0], at_one[3])
@@ -139,7 +139,7 @@ def path_step(x, t, reg, lam, w, y, jac, e, norm_e, shift, rho, residual, stops,
 
         def complete():
             # Cut short (s < 1): the remaining 1 - s along the last direction as well.
-            d_s = _newton.unvech(coords_s, basis, r)
+            d_s = _linear.unvech(coords_s, basis, r)
             w_end = w_s + (1.0 - s) * (2.0 * t) * mm(x, d_s)
             end = (lam + dlam + (1.0 - s) * d_s, w_end, residual(w_end))
             return _smallest(best, end), jnp.int32(3)
