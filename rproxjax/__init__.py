@@ -18,7 +18,6 @@ from rproxjax._contract import Needs, StepInfo, step_info
 from rproxjax._estimators import SarahState, SvrgState, sarah_estimator, svrg_estimator
 from rproxjax._manpg import ManPGState, manpg
 from rproxjax._optimizers import (
-    SSN_RTOL,
     inverse_sqrt_schedule,
     r_prox_sarah,
     r_prox_sgd,
@@ -32,8 +31,8 @@ from rproxjax._results import Status, describe
 from rproxjax._run.fit import FitResult, History, fit, pure_fit
 from rproxjax._ssn.solve import SubproblemInfo, default_tol, tangent_prox
 from rproxjax._run.sweep import sweep
+from rproxjax._ssn.config import SSN, SSN_RTOL
 from rproxjax._transforms import (
-    SSN,
     ProximalStepState,
     RetractionState,
     SubgradientState,

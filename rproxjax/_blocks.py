@@ -110,8 +110,8 @@ class Block:
         # A (d, r) subgradient for Stiefel blocks (the next solve's warm start); the other
         # blocks have closed forms and keep a placeholder, not a copy of their params' size.
         sub = jnp.zeros(x.shape if isinstance(self, Stiefel) else (1, 1), x.dtype)
-        return SubproblemInfo(lam, zero, jnp.zeros((), x.dtype), jnp.bool_(True), zero, zero,
-                              zero, lam, sub, zero)
+        return SubproblemInfo.make(lam=lam, residual=jnp.zeros((), x.dtype),
+                                   converged=jnp.bool_(True), status=zero, subgradient=sub)
 
     def value(self, x):
         return jnp.zeros((), x.dtype) if self.reg is None else self.reg.value(x)
@@ -154,17 +154,6 @@ class _Manifold(Block):
         return stiefel.feasibility(x)
 
 
-#: How a Stiefel block warm-starts its subproblem (except the reference rule, which starts
-#: from the previous multiplier ``lam``), read when an update is traced:
-#: ``"subgradient"`` (default): Lambda_0 = sym(X^T (G + V)) / 2 with V the previous
-#: solution's subgradient of h, at the new X; ``"lam_h"``: the previous multiplier's
-#: regularizer part, Lambda_0 = lam_h + sym(X^T G) / 2 (tied to the old X). On MNIST
-#: (d = 784, r = 10, b = 100) R-ProxSGD's calls at mu = 0.4 / 0.8 take 0.02 / 0.00 Newton
-#: steps (float64) with the first against 0.50 / 0.22 with the second
-#: (benchmarks/results/step_cost.md, this version and the one before it in git), 0.26 / 0.19
-#: against 0.56 / 0.43 over whole 5-seed runs (inexact_wide.md, likewise); the same at
-#: mu = 0.05 / 0.2 (1.00 / 2.5).
-WARM_START = "subgradient"
 
 
 @jax.tree_util.register_pytree_node_class
@@ -177,19 +166,17 @@ class Stiefel(_Manifold):
         return stiefel.project(x, u)
 
     def retract(self, x, v):
-        return stiefel.retract(x, v, method=self.retraction)
+        return stiefel.retract(x, v, retraction=self.retraction)
 
     def transport(self, x_old, x_new, u):
         return stiefel.transport(x_old, x_new, u)
 
     def proximal_direction(self, x, v, gamma, info, ssn):
         # The reference rule warm-starts from the previous multiplier, as its code
-        # does; the others as WARM_START says.
+        # does; the others as ssn.warm_start says.
         warm = ({"lam": info.lam} if ssn.method == "reference"
-                else {WARM_START: getattr(info, WARM_START)})
-        return tangent_prox(x, v, gamma, self.reg, tol=ssn.tol, rtol=ssn.rtol,
-                            max_steps=ssn.max_steps, linear_solver=ssn.linear_solver,
-                            method=ssn.method, **warm)
+                else {ssn.warm_start: getattr(info, ssn.warm_start)})
+        return tangent_prox(x, v, gamma, self.reg, ssn=ssn, **warm)
 
 
 @jax.tree_util.register_pytree_node_class
@@ -208,7 +195,7 @@ class Grassmann(_Manifold):
         return grassmann.project(x, u)
 
     def retract(self, x, v):
-        return grassmann.retract(x, v, method=self.retraction)
+        return grassmann.retract(x, v, retraction=self.retraction)
 
     def transport(self, x_old, x_new, u):
         return grassmann.transport(x_old, x_new, u)

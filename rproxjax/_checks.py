@@ -7,6 +7,8 @@ never inspected, so the checks cost nothing inside compiled code.
 
 from __future__ import annotations
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -123,3 +125,20 @@ def check_nonnegative(name: str, value) -> None:
         raise ValueError(f"{name} must be a real number, got {value!r}.")
     if not np.all(np.isfinite(concrete)) or np.any(concrete < 0):
         raise ValueError(f"{name} must be finite and >= 0, got {value!r}.")
+
+
+def renamed(given: dict, where: str, old: str, new: str, value):
+    """The value of keyword ``new`` of ``where``, or of its former name ``old`` if the
+    caller's remaining keywords ``given`` hold it (a ``DeprecationWarning``).
+
+    Raises:
+      TypeError: for any other keyword in ``given``.
+    """
+    unknown = sorted(set(given) - {old})
+    if unknown:
+        raise TypeError(f"{where}() got an unexpected keyword argument {unknown[0]!r}.")
+    if old not in given:
+        return value
+    warnings.warn(f"{where}({old}=) is deprecated and will be removed in rproxjax 0.4: use "
+                  f"{new}= instead.", DeprecationWarning, stacklevel=3)
+    return given[old]

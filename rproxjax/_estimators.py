@@ -26,12 +26,13 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import optax
+import optax.tree_utils as otu
 from jax import lax
 
 from rproxjax import _checks
 from rproxjax._blocks import as_blocks, map_blocks
 from rproxjax._contract import Needs
-from rproxjax._transforms import check_params, check_state, zeros_like
+from rproxjax._transforms import check_params, check_state
 
 __all__ = ["SarahState", "SvrgState", "sarah_estimator", "svrg_estimator"]
 
@@ -113,7 +114,7 @@ def sarah_estimator(q: int, *, blocks=None) -> optax.GradientTransformationExtra
 
     def init(params):
         check_params(blocks, params)
-        return SarahState(jnp.zeros((), jnp.int32), zeros_like(params), params, needs)
+        return SarahState(jnp.zeros((), jnp.int32), otu.tree_zeros_like(params), params, needs)
 
     def update(updates, state, params=None, *, grad_fn=None, refresh=None, grad_fn_value=None,
                **extra_args):
@@ -173,7 +174,7 @@ def svrg_estimator(m: int, *, blocks=None) -> optax.GradientTransformationExtraA
 
     def init(params):
         check_params(blocks, params)
-        zeros = zeros_like(params)
+        zeros = otu.tree_zeros_like(params)
         return SvrgState(jnp.zeros((), jnp.int32), zeros, params, zeros, needs)
 
     def update(updates, state, params=None, *, grad_fn=None, refresh=None, grad_fn_value=None,

@@ -9,34 +9,35 @@ keeps the common :class:`rproxjax.StepInfo` record under ``info``.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import optax
+import optax.tree_utils as otu
 from jax import lax
 
 from rproxjax._blocks import as_blocks, map_blocks, total_sq_norm
 from rproxjax._contract import Needs, StepInfo
+from rproxjax._ssn.config import SSN, with_deprecated
 from rproxjax._transforms import (
-    SSN,
     all_finite,
     blocks_state,
     check_params,
     check_state,
     dtype_of,
     empty_step_info,
-    guarded,
     hyper,
     prox_directions,
-    zeros_like,
 )
 
 __all__ = ["ManPGState", "manpg"]
 
 Array = Any
 _NEEDS = Needs(value_fn=True, full_batch=True)
+#: manpg's former keyword arguments, by the SSN field each sets.
+_OLD_NAMES = {"linear_solver": "linear_solver", "ssn_max_steps": "max_steps",
+              "ssn_method": "method"}
 
 
 class ManPGState(NamedTuple):
@@ -122,7 +123,7 @@ def _step(blocks, ssn, gamma0, tol, adaptive, max_backtracks, grads, state, para
     """One ManPG step: the subproblem, the stopping test, the Armijo search, the new state."""
     dtype = dtype_of(params)
     tol_, gk = jnp.asarray(tol, dtype), state.gamma
-    settings = dataclasses.replace(ssn, tol=jnp.sqrt(_inner_tol(state, tol_)))
+    settings = ssn.replace(tol=jnp.sqrt(_inner_tol(state, tol_)))
     zeta, ssn_info, bad = prox_directions(blocks, params, grads, gk, state.info.ssn, settings)
     znorm2 = total_sq_norm(zeta)
     stationarity = znorm2 / gk**2
@@ -142,21 +143,20 @@ def _step(blocks, ssn, gamma0, tol, adaptive, max_backtracks, grads, state, para
     move = ~converged & ~state.info.halted
     halted = state.info.halted | (move & ~ok)
     move = move & ok
-    info = StepInfo(guarded(ok, ssn_info, state.info.ssn), jnp.sqrt(znorm2), halted)
+    info = StepInfo(otu.tree_where(ok, ssn_info, state.info.ssn), jnp.sqrt(znorm2), halted)
     new_state = ManPGState(
         state.count + move.astype(jnp.int32), info, blocks_state(blocks, params),
         _next_gamma(adaptive, jnp.asarray(gamma0, dtype), gk, backtracks, move),
         converged, stationarity, jnp.where(move, alpha, state.alpha),
         state.num_backtracks + jnp.where(move, backtracks, 0),
         state.num_inexact + (move & (alpha < 1e-4)).astype(jnp.int32), _NEEDS)
-    return guarded(move, jax.tree.map(jnp.subtract, x_new, params), zeros_like(params)), \
-        new_state
+    delta = otu.tree_where(move, otu.tree_sub(x_new, params), otu.tree_zeros_like(params))
+    return delta, new_state
 
 
 def manpg(gamma, reg=None, *, tol, blocks=None, adaptive: bool = False,
-          retraction: str = "polar", max_backtracks: int = 14, linear_solver: str = "auto",
-          ssn_max_steps: int = 100,
-          ssn_method: str = "secant") -> optax.GradientTransformationExtraArgs:
+          retraction: str = "polar", max_backtracks: int = 14, ssn: SSN | None = None,
+          **deprecated) -> optax.GradientTransformationExtraArgs:
     r"""ManPG (Chen, Ma, So and Zhang 2020) and ManPG-Ada, with full gradients.
 
     Each update solves the subproblem at X with the full gradient and step
@@ -182,13 +182,22 @@ def manpg(gamma, reg=None, *, tol, blocks=None, adaptive: bool = False,
       adaptive: ManPG-Ada's adaptive gamma.
       retraction: retraction name.
       max_backtracks: most Armijo halvings (14 takes alpha below 1e-4).
-      linear_solver, ssn_max_steps: passed to :func:`rproxjax.tangent_prox`.
-      ssn_method: the Newton rule of :func:`rproxjax.tangent_prox` (``method``):
-        ``"secant"``, or ``"reference"`` to follow the reference ManPG code's
-        iterates digit for digit.
+      ssn: the subproblem solver's settings, :class:`rproxjax.SSN` (default ``SSN()``;
+        its ``tol`` is replaced by the schedule above). ``SSN(method="reference")``
+        follows the reference ManPG code's iterates digit for digit.
+      **deprecated: ``linear_solver``, ``ssn_max_steps`` and ``ssn_method``, the fields
+        ``linear_solver``, ``max_steps`` and ``method`` of ``ssn``
+        (``DeprecationWarning``; removed in 0.4).
+
+    Returns:
+      An :class:`optax.GradientTransformationExtraArgs` with state :class:`ManPGState`.
+
+    Raises:
+      ValueError: for a concrete gamma or tol <= 0, a bad ``max_backtracks``, or a bad
+        ``reg``/``blocks``/``retraction``.
     """
     gamma, tol = _check_args(gamma, tol, max_backtracks, adaptive)
-    ssn = SSN(None, 0.0, ssn_max_steps, linear_solver, ssn_method)
+    ssn = with_deprecated(ssn, "manpg", deprecated, _OLD_NAMES)
     blocks = as_blocks(reg, blocks, retraction)
 
     def init(params):

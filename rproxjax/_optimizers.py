@@ -42,9 +42,8 @@ import optax
 from rproxjax import _checks
 from rproxjax._blocks import as_blocks
 from rproxjax._estimators import sarah_estimator, svrg_estimator
+from rproxjax._ssn.config import SSN, SSN_RTOL, with_deprecated
 from rproxjax._transforms import (
-    SSN,
-    SSN_RTOL,
     hyper,
     proximal_step,
     retract,
@@ -108,8 +107,9 @@ def inverse_sqrt_schedule(init_value, offset: int = 1, power: float = 0.5):
                                jnp.asarray(power))
 
 
-def _ssn(ssn_tol, ssn_rtol, ssn_max_steps, linear_solver, ssn_method):
-    return SSN(ssn_tol, ssn_rtol, ssn_max_steps, linear_solver, ssn_method)
+#: The optimizers' former keyword arguments, by the SSN field each sets.
+_OLD_NAMES = {"ssn_tol": "tol", "ssn_rtol": "rtol", "ssn_max_steps": "max_steps",
+              "linear_solver": "linear_solver", "ssn_method": "method"}
 
 
 def _chain(name, *links):
@@ -140,11 +140,8 @@ def r_prox_sgd(
     *,
     blocks=None,
     retraction: str = "polar",
-    ssn_tol=None,
-    ssn_rtol=SSN_RTOL,
-    ssn_max_steps: int = 100,
-    linear_solver: str = "auto",
-    ssn_method: str = "adaptive",
+    ssn: SSN | None = None,
+    **deprecated,
 ) -> optax.GradientTransformationExtraArgs:
     r"""R-ProxSGD (the paper's Algorithm 1): ``chain(proximal_step(gamma), retract(eta))``.
 
@@ -165,14 +162,18 @@ def r_prox_sgd(
       blocks: instead of ``reg``, a pytree of blocks matching ``params``.
       retraction: ``"qr"``, ``"polar"``, ``"exp"`` or ``"cayley"`` (for a
         single Stiefel block; blocks carry their own).
-      ssn_tol, ssn_rtol, ssn_max_steps, linear_solver, ssn_method: the fields of
-        :class:`rproxjax.SSN` (``tol``, ``rtol``, ... of :func:`rproxjax.tangent_prox`).
-        Each solve stops at ||E||_F <= ssn_tol + ssn_rtol ||zeta||_F (default
-        :data:`SSN_RTOL` = 0.1, whose solve error in zeta is a few percent of the
-        minibatch noise in zeta; 0.0 for ssn_tol alone) with the
-        ``"adaptive"`` rule (at that tolerance as few steps as ``"secant"``, and, since
-        loose solves skip the secant shift in both rules, about the same cost per call:
-        ``benchmarks/results/subproblem_real.md``).
+      ssn: the subproblem solver's settings, :class:`rproxjax.SSN`; default
+        ``SSN.stochastic()``: the adaptive rule, each solve stopping at
+        ||E||_F <= tol + SSN_RTOL ||zeta||_F (SSN_RTOL = 0.1).
+      **deprecated: ``ssn_tol``, ``ssn_rtol``, ``ssn_max_steps``, ``linear_solver`` and
+        ``ssn_method``, the fields ``tol``, ``rtol``, ``max_steps``, ``linear_solver`` and
+        ``method`` of ``ssn`` (``DeprecationWarning``; removed in 0.4).
+
+    Returns:
+      An :class:`optax.GradientTransformationExtraArgs`; ``update`` needs ``params``.
+
+    Raises:
+      ValueError: for a concrete step size <= 0 or a bad ``reg``/``blocks``/``retraction``.
 
     Example:
         >>> import jax, jax.numpy as jnp, optax, rproxjax
@@ -186,7 +187,7 @@ def r_prox_sgd(
         >>> bool(rproxjax.stiefel.feasibility(x) < 1e-6)
         True
     """
-    ssn = _ssn(ssn_tol, ssn_rtol, ssn_max_steps, linear_solver, ssn_method)
+    ssn = with_deprecated(ssn, "r_prox_sgd", deprecated, _OLD_NAMES, SSN.stochastic)
     return _prox_chain("r_prox_sgd", None, learning_rate, gamma, reg, blocks, retraction, ssn)
 
 
@@ -198,11 +199,8 @@ def r_prox_spb(
     q: int,
     blocks=None,
     retraction: str = "polar",
-    ssn_tol=None,
-    ssn_rtol=SSN_RTOL,
-    ssn_max_steps: int = 100,
-    linear_solver: str = "auto",
-    ssn_method: str = "adaptive",
+    ssn: SSN | None = None,
+    **deprecated,
 ) -> optax.GradientTransformationExtraArgs:
     r"""R-ProxSPB, Riemannian proximal SpiderBoost (the paper's Algorithm 2):
     ``chain(sarah_estimator(q), proximal_step(gamma), retract(eta))``.
@@ -219,10 +217,10 @@ def r_prox_spb(
       gamma: proximal step (scalar or schedule).
       reg: regularizer, ``None`` for h = 0 (R-SpiderBoost); ``blocks`` for a pytree.
       q: refresh period (a Python int >= 1: it shapes compiled loops).
-      retraction, ssn_tol, ssn_rtol, ssn_max_steps, linear_solver, ssn_method: as in
+      retraction, ssn: as in
         :func:`r_prox_sgd`.
     """
-    ssn = _ssn(ssn_tol, ssn_rtol, ssn_max_steps, linear_solver, ssn_method)
+    ssn = with_deprecated(ssn, "r_prox_spb", deprecated, _OLD_NAMES, SSN.stochastic)
     return _prox_chain("r_prox_spb", lambda b: sarah_estimator(q, blocks=b), learning_rate,
                        gamma, reg,
                        blocks, retraction, ssn)
@@ -236,11 +234,8 @@ def r_prox_svrg(
     m: int,
     blocks=None,
     retraction: str = "polar",
-    ssn_tol=None,
-    ssn_rtol=SSN_RTOL,
-    ssn_max_steps: int = 100,
-    linear_solver: str = "auto",
-    ssn_method: str = "adaptive",
+    ssn: SSN | None = None,
+    **deprecated,
 ) -> optax.GradientTransformationExtraArgs:
     r"""R-ProxSVRG: ``chain(svrg_estimator(m), proximal_step(gamma), retract(eta))``.
 
@@ -258,10 +253,10 @@ def r_prox_svrg(
     iterate of the previous epoch. IFOs: |S1| per refresh, 2 |S| otherwise.
 
     Args:
-      learning_rate, gamma, reg, blocks, retraction, ssn_*: as in :func:`r_prox_spb`.
+      learning_rate, gamma, reg, blocks, retraction, ssn: as in :func:`r_prox_spb`.
       m: snapshot period (a Python int >= 1).
     """
-    ssn = _ssn(ssn_tol, ssn_rtol, ssn_max_steps, linear_solver, ssn_method)
+    ssn = with_deprecated(ssn, "r_prox_svrg", deprecated, _OLD_NAMES, SSN.stochastic)
     return _prox_chain("r_prox_svrg", lambda b: svrg_estimator(m, blocks=b), learning_rate,
                        gamma, reg,
                        blocks, retraction, ssn)
@@ -275,11 +270,8 @@ def r_prox_sarah(
     q: int,
     blocks=None,
     retraction: str = "polar",
-    ssn_tol=None,
-    ssn_rtol=SSN_RTOL,
-    ssn_max_steps: int = 100,
-    linear_solver: str = "auto",
-    ssn_method: str = "adaptive",
+    ssn: SSN | None = None,
+    **deprecated,
 ) -> optax.GradientTransformationExtraArgs:
     r"""R-ProxSARAH: ``chain(sarah_estimator(q), proximal_step(gamma), retract(alpha))``.
 
@@ -300,13 +292,13 @@ def r_prox_sarah(
     Args:
       gamma: the proximal step (ProxSARAH's eta).
       alpha: the averaging weight in (0, 1] (ProxSARAH's gamma).
-      reg, q, blocks, retraction, ssn_*: as in :func:`r_prox_spb`.
+      reg, q, blocks, retraction, ssn: as in :func:`r_prox_spb`.
     """
     hyper("alpha", alpha)
     value = None if callable(alpha) else _checks.concrete_or_none(alpha)
     if value is not None and float(value) > 1.0:
         raise ValueError(f"alpha is an averaging weight in (0, 1], got {float(value)}.")
-    ssn = _ssn(ssn_tol, ssn_rtol, ssn_max_steps, linear_solver, ssn_method)
+    ssn = with_deprecated(ssn, "r_prox_sarah", deprecated, _OLD_NAMES, SSN.stochastic)
     return _prox_chain("r_prox_sarah", lambda b: sarah_estimator(q, blocks=b), alpha, gamma,
                        reg, blocks,
                        retraction, ssn)

@@ -25,70 +25,25 @@ ones (under ``jit``/``vmap``, or schedules' values) only by these flags.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import optax
+import optax.tree_utils as otu
 
 from rproxjax import _checks
+from rproxjax._checks import renamed
 from rproxjax._blocks import as_blocks, map_blocks, total_sq_norm
 from rproxjax._contract import StepInfo
 from rproxjax._results import Status
-from rproxjax._ssn.solve import METHODS, SubproblemInfo
+from rproxjax._ssn.config import SSN, with_deprecated
+from rproxjax._ssn.solve import SubproblemInfo
 
-__all__ = ["ProximalStepState", "RetractionState", "SSN", "SubgradientState",
-           "proximal_step", "retract", "subgradient_direction"]
+__all__ = ["ProximalStepState", "RetractionState", "SubgradientState", "proximal_step",
+           "retract", "subgradient_direction"]
 
 Array = Any
-
-#: Default relative subproblem tolerance of the stochastic methods: a solve stops
-#: when ||E||_F <= ssn_tol + SSN_RTOL * ||zeta||_F. Chosen on MNIST (d = 784, r = 10,
-#: b = 100, mu 0.05-0.8, float64, R-ProxSGD and R-ProxSPB, 5 seeds) as the largest rtol
-#: that changes nothing measurable. ``benchmarks/results/inexact_loose.md``: the mean loss
-#: against IFOs moves by at most 0.09 seed-to-seed spreads at rtol 0.1 (0.16 at 0.01, 0.32
-#: at 0.2), and seed by seed (same X0 and minibatches) by at most 0.31 on F = 33-60 (0.23 at
-#: 0.01, the trajectories' own divergence; 0.38 at 0.2, 0.82 at 0.3). ``inexact_noise.md``:
-#: at rtol 0.1 the solve error in zeta is a median 0.2-5% of the minibatch noise in zeta
-#: (the optimizers' adaptive rule).
-#: R-ProxSGD then takes 0.56 / 1.06 / 0.01 / 0.01 Newton steps a call at mu = 0.05 / 0.2 /
-#: 0.4 / 0.8 (1.00 / 2.53 / 0.26 / 0.19 at 0.01). R-ProxSVRG and R-ProxSARAH share the
-#: default unmeasured: their estimates' noise shrinks along a run, so pass a smaller
-#: ``ssn_rtol`` where the end of a run must be accurate.
-SSN_RTOL = 0.1
-
-
-@dataclasses.dataclass(frozen=True)
-class SSN:
-    """Settings of the semi-smooth Newton subproblem solver (static).
-
-    ``tol``, ``rtol``, ``max_steps``, ``linear_solver`` and ``method`` of
-    :func:`rproxjax.tangent_prox`: a solve stops at
-    ||E||_F <= tol + (rtol + eps) ||zeta||_F (``tol=None``: :func:`rproxjax.default_tol`;
-    eps, the dtype's, is the rounding level of E).
-    """
-
-    tol: Any = None
-    rtol: Any = 0.0
-    max_steps: int = 100
-    linear_solver: str = "auto"
-    method: str = "secant"
-
-    def __post_init__(self):
-        if self.method not in METHODS:
-            raise ValueError(f"unknown ssn_method {self.method!r}; expected one of {METHODS}.")
-        steps = _checks.index_or_none(self.max_steps)
-        if steps is None or steps < 0:
-            raise ValueError(f"ssn_max_steps must be an int >= 0, got {self.max_steps!r}.")
-        object.__setattr__(self, "max_steps", steps)
-        if self.linear_solver not in ("auto", "dense", "cg"):
-            raise ValueError("linear_solver must be 'auto', 'dense' or 'cg', got "
-                             f"{self.linear_solver!r}.")
-        if self.tol is not None:
-            _checks.check_positive("ssn_tol", self.tol)
-        _checks.check_nonnegative("ssn_rtol", self.rtol)
-
 
 def hyper(name, value):
     """Validates a hyperparameter; scalars become arrays (arguments, not constants,
@@ -112,14 +67,6 @@ def dtype_of(params):
 
 def all_finite(tree):
     return jnp.all(jnp.array([jnp.all(jnp.isfinite(a)) for a in jax.tree.leaves(tree)]))
-
-
-def guarded(ok, new, old):
-    return jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, old)
-
-
-def zeros_like(tree):
-    return jax.tree.map(jnp.zeros_like, tree)
 
 
 def check_params(blocks, params, grads=None):
@@ -193,7 +140,7 @@ class ProximalStepState(NamedTuple):
 
 
 def proximal_step(gamma, reg=None, *, blocks=None, retraction: str = "polar",
-                  ssn: SSN = SSN()) -> optax.GradientTransformationExtraArgs:
+                  ssn: SSN | None = None) -> optax.GradientTransformationExtraArgs:
     r"""The proximal step: V_t -> zeta_t, solving on each block
 
     .. math::
@@ -209,9 +156,19 @@ def proximal_step(gamma, reg=None, *, blocks=None, retraction: str = "polar",
       reg: a regularizer for one Stiefel block (params a d x r matrix), or None.
       blocks: instead of ``reg``, a block or pytree of blocks matching params.
       retraction: the Stiefel block's retraction (with ``reg``).
-      ssn: the subproblem solver's settings (:class:`SSN`).
+      ssn: the subproblem solver's settings, :class:`rproxjax.SSN` (default
+        ``SSN.stochastic()``, as every stochastic optimizer).
+
+    Returns:
+      An :class:`optax.GradientTransformationExtraArgs` with state
+      :class:`ProximalStepState`; ``update`` needs ``params``.
+
+    Raises:
+      ValueError: for a concrete gamma <= 0, or a bad ``reg``/``blocks``/``retraction``.
+      TypeError: for ``ssn`` not an :class:`rproxjax.SSN`.
     """
     gamma = hyper("gamma", gamma)
+    ssn = with_deprecated(ssn, "proximal_step", {}, {}, SSN.stochastic)
     blocks = as_blocks(reg, blocks, retraction)
 
     def init(params):
@@ -227,9 +184,9 @@ def proximal_step(gamma, reg=None, *, blocks=None, retraction: str = "polar",
         zeta, ssn_info, bad = prox_directions(blocks, params, updates, gam, state.info.ssn, ssn)
         ok = (~state.info.halted & ~bad & all_finite(zeta) & all_finite(updates)
               & valid_step(gam) & valid_strengths(blocks))
-        info = StepInfo(guarded(ok, ssn_info, state.info.ssn),
+        info = StepInfo(otu.tree_where(ok, ssn_info, state.info.ssn),
                         jnp.where(ok, jnp.sqrt(total_sq_norm(zeta)), state.info.zeta_norm), ~ok)
-        return (guarded(ok, zeta, zeros_like(zeta)),
+        return (otu.tree_where(ok, zeta, otu.tree_zeros_like(zeta)),
                 ProximalStepState(state.count + 1, info, blocks_state(blocks, params)))
 
     return optax.GradientTransformationExtraArgs(init, update)
@@ -264,7 +221,7 @@ def subgradient_direction(reg=None, *, blocks=None,
         scaled = map_blocks(lambda b, x, u: b.scaled(1.0, x) * u, blocks, params, direction)
         info = StepInfo((), jnp.where(ok, jnp.sqrt(total_sq_norm(direction)),
                                       state.info.zeta_norm), ~ok)
-        return (guarded(ok, scaled, zeros_like(scaled)),
+        return (otu.tree_where(ok, scaled, otu.tree_zeros_like(scaled)),
                 SubgradientState(info, blocks_state(blocks, params)))
 
     return optax.GradientTransformationExtraArgs(init, update)
@@ -278,8 +235,8 @@ class RetractionState(NamedTuple):
     halted: Array
 
 
-def retract(learning_rate, *, blocks=None,
-            method: str = "polar") -> optax.GradientTransformationExtraArgs:
+def retract(learning_rate, *, blocks=None, retraction: str = "polar",
+            **deprecated) -> optax.GradientTransformationExtraArgs:
     """zeta -> Retr_X(eta_t zeta) - X on each block: the params one Stiefel block
     retracted by ``method`` (``blocks=None``), or a pytree of blocks with their own
     retractions. A zero step gives a zero update (Retr_X(0) = X).
@@ -287,11 +244,14 @@ def retract(learning_rate, *, blocks=None,
     Args:
       learning_rate: eta_t, a scalar or a schedule of the step count.
       blocks: a block or pytree of blocks matching params (default: one Stiefel block).
-      method: the Stiefel block's retraction, ``"qr"``, ``"polar"``, ``"exp"`` or
+      retraction: the Stiefel block's retraction, ``"qr"``, ``"polar"``, ``"exp"`` or
         ``"cayley"`` (without ``blocks``).
+      **deprecated: ``method``, the former name of ``retraction`` (``DeprecationWarning``;
+        removed in 0.4).
     """
     learning_rate = hyper("learning_rate", learning_rate)
-    blocks = as_blocks(None, blocks, method)
+    retraction = renamed(deprecated, "retract", "method", "retraction", retraction)
+    blocks = as_blocks(None, blocks, retraction)
 
     def init(params):
         check_params(blocks, params)
@@ -307,7 +267,7 @@ def retract(learning_rate, *, blocks=None,
         moved = jnp.any(jnp.stack([jnp.any(z != 0) for z in jax.tree.leaves(updates)]))
         ok = ~state.halted & finite & moved
         delta = jax.tree.map(lambda a, b: a - b, x_new, params)
-        return (guarded(ok, delta, zeros_like(params)),
+        return (otu.tree_where(ok, delta, otu.tree_zeros_like(params)),
                 RetractionState(state.count + 1, state.halted | ~finite))
 
     return optax.GradientTransformationExtraArgs(init, update)

@@ -50,8 +50,11 @@ def transport(u, w, z):
     return project(w, z)
 
 
-def retract(u, v, method: Literal["qr", "polar"] = "polar"):
-    """Retraction: an orthonormal basis of span(U + V) by ``"qr"`` or ``"polar"``."""
+def retract(u, v, retraction: Literal["qr", "polar"] = "polar", **deprecated):
+    """Retraction: an orthonormal basis of span(U + V) by ``"qr"`` or ``"polar"``
+    (``retraction``; its former name ``method`` is deprecated)."""
+    method = _checks.renamed(deprecated, "grassmann.retract", "method", "retraction",
+                             retraction)
     if method not in RETRACTIONS:
         raise ValueError(
             f"unknown Grassmann retraction {method!r}; expected one of {RETRACTIONS}."
@@ -59,7 +62,7 @@ def retract(u, v, method: Literal["qr", "polar"] = "polar"):
     _checks.check_point("u", u)
     _checks.check_same_shape("u", u, "v", v)
     _checks.check_same_dtype("u", u, "v", v)
-    return _stiefel.retract(u, v, method=method)
+    return _stiefel.retract(u, v, retraction=method)
 
 
 def random_point(key, m: int, r: int, dtype=None, *, shape: tuple[int, ...] = ()):

@@ -119,7 +119,7 @@ def stationarity(x, full_grad, gamma, reg, *, retraction: str = "polar"):
         raise ValueError(f"gamma must be a scalar, got shape {jnp.shape(gamma)}.")
     _checks.check_positive("gamma", gamma)
     xi, info = tangent_prox(x, full_grad, gamma, reg)
-    return jnp.linalg.norm(x - stiefel.retract(x, xi, method=retraction)) / gamma, info
+    return jnp.linalg.norm(x - stiefel.retract(x, xi, retraction=retraction)) / gamma, info
 
 
 # ------------------------------------------------------ robust low-rank matrix completion

@@ -12,7 +12,7 @@ Example:
     >>> from rproxjax import stiefel
     >>> x = stiefel.random_point(jax.random.key(0), 6, 2)
     >>> v = stiefel.project(x, jnp.ones((6, 2)))
-    >>> y = stiefel.retract(x, 0.1 * v, method="polar")
+    >>> y = stiefel.retract(x, 0.1 * v, retraction="polar")
     >>> bool(stiefel.feasibility(y) < 1e-5)
     True
 """
@@ -351,8 +351,7 @@ def _retract_cayley(x, v):
     return x + mm(u, jnp.linalg.solve(small, mm(mT(z), x)))
 
 
-@functools.partial(jax.jit, static_argnames="method")
-def retract(x, v, method: Retraction = "polar"):
+def retract(x, v, retraction: Retraction = "polar", **deprecated):
     """Retraction Retr_X(V) of a tangent vector ``v`` at ``x``.
 
     Methods (design notes section 2):
@@ -381,7 +380,9 @@ def retract(x, v, method: Retraction = "polar"):
     Args:
       x: point of St(d, r), shape ``[..., d, r]``.
       v: tangent vector at ``x``, same shape.
-      method: one of ``"qr"``, ``"polar"``, ``"exp"``, ``"cayley"``.
+      retraction: one of ``"qr"``, ``"polar"``, ``"exp"``, ``"cayley"``.
+      **deprecated: ``method``, the former name of ``retraction``
+        (``DeprecationWarning``; removed in 0.4).
 
     Returns:
       A point of St(d, r), same shape and dtype as ``x``.
@@ -389,6 +390,13 @@ def retract(x, v, method: Retraction = "polar"):
     _checks.check_point("x", x)
     _checks.check_same_shape("x", x, "v", v)
     _checks.check_same_dtype("x", x, "v", v)
+    method = _checks.renamed(deprecated, "stiefel.retract", "method", "retraction",
+                             retraction)
+    return _retract(x, v, method)
+
+
+@functools.partial(jax.jit, static_argnames="method")
+def _retract(x, v, method):
     if method == "qr":
         return _sign_fix_qr(x + v)
     if method == "polar":

@@ -17,15 +17,15 @@ entries crossed so far and M_0 = 4t Gram(mask_0) + diag(R) + rho I, up to the fi
 that crosses its threshold (a ratio test over the d x r entries,
 :meth:`rproxjax.L1.first_breakpoint`). The crossing entry is toggled and M_k updated by
 Sherman-Morrison in product form (one Cholesky solve with the step's factor and O(k m) work,
-m = r(r+1)/2, plus a d r^2 product per breakpoint), until s reaches 1 or MAX_BREAKS
+m = r(r+1)/2, plus a d r^2 product per breakpoint), until s reaches 1 or ``ssn.max_breaks``
 crossings; a downdate that would make M_k (nearly) singular ends the path there. Where the
 budget runs out, the rest of the step (1 - s) is taken along the last direction as well.
 The shift keeps the step's pieces well conditioned: with a regularization alone (rho up to
 1e-4 min(||E||, 0.1)) the path ended on pieces whose Gram matrix has eigenvalues near 1e-14,
 where ||E|| <= 1e-8 left zeta up to 1e-6 from the solution (1171 ||E||; 4e-9 with the
 shift, as with the shifted steps). Candidates: the full Newton step (taken without a path
-where it cuts ||E|| by PATH_ACCEPT or ends the solve), the path's end point, its
-completion when cut short, and where none of these halves ||E|| (PATH_PROGRESS) the exact
+where it cuts ||E|| by ``ssn.path_accept`` or ends the solve), the path's end point, its
+completion when cut short, and where none of these halves ||E|| (``ssn.path_progress``) the exact
 line search along the first direction (the secant rule's step); the one with the smallest
 ||E|| is the step.
 """
@@ -40,12 +40,6 @@ from jax import lax
 from rproxjax._ssn import linear as _linear
 from rproxjax._linalg import mm
 
-#: Breakpoints followed per path step: the loop's bound (read when a solve is traced).
-MAX_BREAKS = 16
-#: A full Newton step that cuts ||E|| by this factor (or ends the solve) is taken as is.
-PATH_ACCEPT = 0.1
-#: Where no candidate cuts ||E|| by this factor, the exact line search is tried too.
-PATH_PROGRESS = 0.5
 
 
 def _rank_one_vector(x, index, basis):
@@ -116,12 +110,12 @@ def _smallest(a, b):
 
 
 def path_step(x, t, reg, lam, w, y, jac, e, norm_e, shift, rho, residual, stops,
-              line_search):
+              line_search, ssn):
     """One path step from (Lambda, W, Y, jac, E, ||E||) with the diagonal shift R
     (``shift``, r x r) and regularization ``rho``; returns (Lambda, W, Y, jac, E, ||E||,
     breakpoints, E evaluations). ``residual(w)`` gives (Y, jac, E, ||E||), ``stops(y,
     norm_e)`` the solve's stopping test and ``line_search(w, y, e, d, p)`` the exact line
-    search's step length along D (P = 2t X D)."""
+    search's step length along D (P = 2t X D); ``ssn`` the settings (:class:`SSN`)."""
     r = x.shape[-1]
     factor, basis = _linear.dense_factor(x, t, reg, jac, shift, rho)
     rhs = -_linear.vech(e, basis)
@@ -129,12 +123,12 @@ def path_step(x, t, reg, lam, w, y, jac, e, norm_e, shift, rho, residual, stops,
     d = _linear.unvech(coords, basis, r)
     p = (2.0 * t) * mm(x, d)
     at_one = residual(w + p)
-    full = (at_one[3] <= PATH_ACCEPT * norm_e) | stops(at_one[0], at_one[3])
+    full = (at_one[3] <= ssn.path_accept * norm_e) | stops(at_one[0], at_one[3])
 
     def follow():
         # jac is the 0/1 mask of the active entries (l1).
         s, w_s, dlam, coords_s, k = _path(x, t, reg, factor, basis, w, jac > 0, coords, rhs,
-                                          MAX_BREAKS)
+                                          ssn.max_breaks)
         best = _smallest((lam + d, w + p, at_one), (lam + dlam, w_s, residual(w_s)))
 
         def complete():
@@ -156,7 +150,7 @@ def path_step(x, t, reg, lam, w, y, jac, e, norm_e, shift, rho, residual, stops,
             at = (lam + step * d, w + step * p, residual(w + step * p))
             return _smallest(best, at), evals + 1
 
-        best, evals = lax.cond(best[2][3] < PATH_PROGRESS * norm_e, lambda: (best, evals),
+        best, evals = lax.cond(best[2][3] < ssn.path_progress * norm_e, lambda: (best, evals),
                                searched)
         return best, k, evals
 
