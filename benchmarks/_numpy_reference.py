@@ -7,7 +7,7 @@ f(X; z) = ||z||^2 - ||X^T z||^2 with h = mu ||X||_1:
 * the minibatch gradient -2/b Z^T (Z X) (the full gradient for the R-ProxSPB refresh
   and ManPG);
 * the subproblem by the semi-smooth Newton method of the reference ManPG code (the
-  library's ``ssn_method="reference"``): dense Newton system in the r(r+1)/2
+  library's ``SSN(method="reference")``): dense Newton system in the r(r+1)/2
   symmetric coordinates, regularization 0.2 max(min(||E||, 0.1), 1e-11),
   backtracking s = 1, halve while ||E_new||^2 >= ||E||^2 (1 - 0.001 s) and
   s > 1e-3, warm start from the previous multiplier, stop at ||E||_F <= tol;
@@ -64,16 +64,16 @@ def default_tol(dtype) -> float:
 
 
 def reference_rule(solver: str, tol: float) -> dict:
-    """Factory keywords that make the library's subproblem solves this module's.
+    """Factory keywords (``ssn=rproxjax.SSN(...)``) that make the library's subproblem solves
+    this module's: the reference Newton rule on dense systems, to ``tol`` alone.
 
     ManPG sets its subproblem tolerances itself (as this module does); R-Subgrad has none.
     """
     if solver == "subgrad":
         return {}
-    rule = {"ssn_method": "reference", "linear_solver": "dense"}
-    if solver != "manpg":
-        rule.update(ssn_rtol=0.0, ssn_tol=tol)
-    return rule
+    if solver == "manpg":
+        return {"ssn": rproxjax.SSN(method="reference", linear_solver="dense")}
+    return {"ssn": rproxjax.SSN(tol=tol, rtol=0.0, method="reference", linear_solver="dense")}
 
 
 def cold_state(x, count: int = 0) -> dict:

@@ -17,9 +17,10 @@ What it does (everything in float64):
   configuration; one draw per minibatch step):
 
   - R-ProxSGD: ``rproxjax.r_prox_sgd(rproxjax.inverse_sqrt_schedule(eta0), 0.1, rproxjax.l1(mu),
-    ssn_tol=1e-10)`` fed the minibatch gradient at X_t (with rproxjax 0.1.0's subproblem
-    settings, pinned since: ``ssn_rtol=0``, ``ssn_method="reference"``, CG from r = 15);
-  - R-ProxSPB: ``rproxjax.r_prox_spb(eta, 0.1, rproxjax.l1(mu), q=100, ssn_tol=1e-10)``: at
+    ssn=ssn)`` fed the minibatch gradient at X_t, with rproxjax 0.1.0's subproblem settings,
+    pinned since: ``ssn = rproxjax.SSN(tol=1e-10, method="reference", linear_solver=...)``
+    (rtol 0; CG Newton systems from r = 15, else dense);
+  - R-ProxSPB: ``rproxjax.r_prox_spb(eta, 0.1, rproxjax.l1(mu), q=100, ssn=ssn)``: at
     every step with count % 100 == 0 (a refresh) it is fed the full gradient over all n rows
     (summed in chunks of 2,000 rows), and no minibatch is drawn; otherwise the minibatch
     gradient at X_t with ``grad_fn`` = the same minibatch's gradient as a function of the point.
@@ -42,7 +43,7 @@ What it does (everything in float64):
   solution's subgradient of h (``state.ssn.subgradient``): the optimizers' own warm start (the
   default rules start from sym(X_t^T G_t) / 2 + lam_s). The recomputation is verified: the
   update the optimizer then returns must equal Retr^polar_X(eta_t zeta) - X with
-  zeta = ``rproxjax.tangent_prox(X, G, 0.1, l1(mu), lam=lam_prev, tol=1e-10)`` to ``--check-tol``
+  zeta = ``rproxjax.tangent_prox(X, G, 0.1, l1(mu), lam=lam_prev, ssn=ssn)`` to ``--check-tol``
   (and, for R-ProxSPB, the optimizer's new ``state.v`` must equal G); the script stops otherwise.
 * Output (``np.savez_compressed``): per rank r in {10, 15} the arrays
 
@@ -69,8 +70,8 @@ What it does (everything in float64):
   ============== ===================== =========================================================
 
   plus ``methods`` (names) and ``provenance`` (lines of text: command, data, seeds, steps,
-  etas, rproxjax commit, verification). Load with ``tests/subproblem_instances.py``
-  (``load_instances(r, dtype)``).
+  etas, rproxjax commit, verification). Load with ``rproxjax.datasets.load_subproblems(r,
+  dtype)``.
 """
 
 from __future__ import annotations
@@ -112,9 +113,9 @@ FALLBACK_ETA = {"R-ProxSGD": 0.5, "R-ProxSPB": 0.05}
 def _as_captured(args, r):
     """The subproblem settings the file was captured with (rproxjax 0.1.0's defaults, before
     the secant rule): the reference Newton rule warm-started from the previous multiplier,
-    solves to ssn_tol alone, and CG Newton systems from r = 15 on."""
-    return {"ssn_tol": args.ssn_tol, "ssn_rtol": 0.0, "ssn_method": "reference",
-            "linear_solver": "cg" if r >= 15 else "dense"}
+    solves to tol alone, and CG Newton systems from r = 15 on."""
+    return rproxjax.SSN(tol=args.ssn_tol, rtol=0.0, method="reference",
+                        linear_solver="cg" if r >= 15 else "dense")
 
 
 def parse_args(argv=None):
@@ -133,7 +134,8 @@ def parse_args(argv=None):
     p.add_argument("--batch-size", type=int, default=100)
     p.add_argument("--q", type=int, default=100, help="R-ProxSPB refresh period")
     p.add_argument("--gamma", type=float, default=0.1, help="proximal step t = gamma")
-    p.add_argument("--ssn-tol", type=float, default=1e-10, help="the optimizers' ssn_tol")
+    p.add_argument("--ssn-tol", type=float, default=1e-10,
+                   help="the optimizers' subproblem tolerance (SSN.tol)")
     p.add_argument("--chunk", type=int, default=2000, help="rows per chunk of the full gradient")
     p.add_argument("--results-dir", type=Path, default=ROOT / "results",
                    help="where spca-mnist-r<r>.json (the chosen steps) are read")
@@ -207,11 +209,11 @@ def project(x, u):
 
 def make_optimizer(method, eta, mu, args, r):
     reg = rproxjax.l1(mu)
-    settings = _as_captured(args, r)
+    ssn = _as_captured(args, r)
     if method == "R-ProxSGD":
         return rproxjax.r_prox_sgd(rproxjax.inverse_sqrt_schedule(eta), args.gamma, reg,
-                                   **settings)
-    return rproxjax.r_prox_spb(eta, args.gamma, reg, q=args.q, **settings)
+                                   ssn=ssn)
+    return rproxjax.r_prox_spb(eta, args.gamma, reg, q=args.q, ssn=ssn)
 
 
 def build_steps(args):
@@ -245,11 +247,9 @@ def build_steps(args):
 
     @jax.jit
     def check(x, g, lam, mu, eta, updates):
-        settings = _as_captured(args, x.shape[1])
         zeta, info = rproxjax.tangent_prox(x, g, args.gamma, rproxjax.l1(mu), lam=lam,
-                                           tol=args.ssn_tol, method=settings["ssn_method"],
-                                           linear_solver=settings["linear_solver"])
-        x_new = rproxjax.stiefel.retract(x, eta * zeta, method="polar")
+                                           ssn=_as_captured(args, x.shape[1]))
+        x_new = rproxjax.stiefel.retract(x, eta * zeta, "polar")
         return jnp.max(jnp.abs((x_new - x) - updates)), info
 
     return minibatch_step, refresh_step, estimate, check
@@ -385,10 +385,10 @@ def main(argv=None):
         f"np.sort(rng.choice(n, {args.batch_size}, replace=False)) per minibatch step "
         "(none on R-ProxSPB refresh steps)",
         f"R-ProxSGD: rproxjax.r_prox_sgd(rproxjax.inverse_sqrt_schedule(eta0), {args.gamma}, "
-        f"rproxjax.l1(mu), ssn_tol={args.ssn_tol:g}) (linear_solver auto, ssn_max_steps 100, "
-        "polar retraction)",
+        f"rproxjax.l1(mu), ssn=SSN(tol={args.ssn_tol:g}, method='reference', linear_solver="
+        "'cg' from r = 15 else 'dense'; rtol 0, max_steps 100); polar retraction",
         f"R-ProxSPB: rproxjax.r_prox_spb(eta, {args.gamma}, rproxjax.l1(mu), q={args.q}, "
-        f"ssn_tol={args.ssn_tol:g}); full gradient when count % {args.q} == 0, else the "
+        f"ssn=the same); full gradient when count % {args.q} == 0, else the "
         "minibatch gradient with grad_fn = the same minibatch's gradient",
         f"loop: {args.iterations} iterations, one jitted call (opt.update + optax.apply_updates)"
         " each, per (r, mu, method)",
@@ -401,7 +401,7 @@ def main(argv=None):
         "with S_prev = state.ssn.subgradient (the previous solution's subgradient of h); X and "
         "G rounded to float32, the rest float64",
         f"verification: tangent_prox(X, G, {args.gamma}, l1(mu), lam=lam_prev, "
-        f"tol={args.ssn_tol:g}) then polar Retr(eta_t zeta) - X reproduces the optimizer's "
+        "ssn=the same) then polar Retr(eta_t zeta) - X reproduces the optimizer's "
         f"update to {worst:.1e} (max abs, all instances, float64, before rounding)",
         *[f"eta: {line}" for line in eta_lines],
     ]

@@ -8,9 +8,9 @@ Run from the repository root (about 1-2 minutes on 2 CPU cores)::
 Two scenarios, in one process each (``--scenario``; the default runs both in
 fresh subprocesses, so that neither sees the other's compilations):
 
-* ``demo``: ``rproxjax._demo.run(plot=False)``, the main demonstration
-  (``python -m rproxjax``) without its figures: R-ProxSPB, R-ProxSGD and
-  R-Subgrad on 20,000 MNIST digits at 4 IFO/n.
+* ``demo``: the main demonstration, ``python -m rproxjax --no-plot`` (run in this
+  process with ``runpy``): R-ProxSPB, R-ProxSGD and R-Subgrad on 20,000 MNIST digits at
+  4 IFO/n, without its figures.
 * ``loop``: the loop a user writes, ``rproxjax.fit`` of R-ProxSGD (r = 10, |S| = 100,
   1 epoch over 5,000 MNIST digits) for mu in (0.1, 0.2, 0.4), one call per value.
 
@@ -19,13 +19,15 @@ For each it reports the wall time, the XLA compilation time (the sum of JAX's
 tracing and lowering time (``jaxpr_trace_duration`` + ``jaxpr_to_mlir_module_duration``)
 and the rest (running, data loading, Python). The loop scenario also lists the
 compilations and wall time of each call. Run it with ``PYTHONPATH`` pointing at
-another checkout to measure that version (the "before" of a change).
+another checkout to measure that version, with ``--label`` naming the results file
+(``results/compile_time_<label>.md``; the committed table is ``--label after``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import runpy
 import subprocess
 import sys
 import time
@@ -35,10 +37,12 @@ import jax
 
 jax.config.update("jax_enable_x64", False)  # the demonstration's float32 default
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
+try:  # run as a script: benchmarks/ is on sys.path
+    import _timing
+except ImportError:  # run as `python -m benchmarks.compile_time`
+    from benchmarks import _timing
 
-import _timing  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 EVENTS = {
     "/jax/core/compile/backend_compile_duration": "compile",
@@ -73,10 +77,18 @@ def _measure(fn):
             "rest_s": wall - rec.seconds["compile"] - rec.seconds["trace"] - rec.seconds["lower"]}
 
 
-def scenario_demo() -> dict:
-    from rproxjax import _demo
+def _demo():
+    """``python -m rproxjax --no-plot`` in this process (its compilations are recorded)."""
+    argv = sys.argv
+    sys.argv = ["python -m rproxjax", "--no-plot"]
+    try:
+        runpy.run_module("rproxjax", run_name="__main__", alter_sys=True)
+    finally:
+        sys.argv = argv
 
-    return {"total": _measure(lambda: _demo.run(plot=False))}
+
+def scenario_demo() -> dict:
+    return {"total": _measure(_demo)}
 
 
 def scenario_loop() -> dict:

@@ -14,17 +14,12 @@
 #                    8 and 64 lanes, R-ProxSGD also with each Newton linear solver forced;
 #   step_cost_gpu.{md,json}     benchmarks/step_cost.py (MNIST, mu 0.05-0.8, both dtypes);
 #   subproblem_real_gpu.{md,json}  benchmarks/subproblem_real.py;
-# SCALE_SIZES (indices into scale.py's SIZES, in the order run) and TEST_PATHS (pytest's
-# paths, in the order sent to the workers) choose what a short lease covers first. All parts
-# do not fit one 15-minute lease: on an H200 (2026-11-27, gpu_logs/) the scale part ran out of
-# its 290 s during its third size, step_cost took 113 s, subproblem_real over 45 s, and the
-# 252 tests never run there before 270 s on 14 workers. step_cost has since gained the
-# R-Subgrad floor of its sweeps (two more vmaps per dtype, timed in the same rounds: 170 s
-# allowed) and subproblem_real a tight reference solve per instance. A later lease
-# (2026-11-27b): step_cost 151 s, then 368 tests (the kernel, geometry, derivative,
-# optimizer and precision files in TEST_PATHS) in 225 s, the call 385 s of 900.
-# A third (2026-11-27c): subproblem_real cut at 75 s (it takes ~95 s alone: now 120 s),
-# scale sizes 0 1 in 150 s, 484 tests in 230 s.
+# SCALE_SIZES (indices into scale.py's SIZES, in the order run), SCALE_TIMEOUT, TESTS_TIMEOUT
+# and TEST_PATHS (pytest's paths, in the order sent to the workers) choose what a short lease
+# covers first: all parts do not fit one 15-minute lease. On an H200, step_cost took about
+# 150 s (170 s allowed), subproblem_real --repeats 1 95-175 s (120 s allowed: a run cut
+# short keeps its progress lines in the log), scale sizes 0 1 about 150 s; the whole test
+# suite needs more than the time left, so name the files to run in TEST_PATHS.
 # The tests' counts (PASSED, FAILED, ERROR, SKIPPED lines of the -v output) end the log: a
 # pytest-xdist session stopped by the time limit writes no report of its own.
 set -uo pipefail

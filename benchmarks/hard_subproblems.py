@@ -4,7 +4,7 @@ Run from the repository root (about 12 minutes on 2 CPU cores: the solves to tol
 
     python benchmarks/hard_subproblems.py [--no-save]
 
-Instances: R-ProxSPB (``r_prox_spb(1.0, 0.1, l1(0.2), q=10, ssn_rtol=1e-2)``, float64) on
+Instances: R-ProxSPB (``r_prox_spb(1.0, 0.1, l1(0.2), q=10, ssn=CAPTURE_SSN)``, float64) on
 the synthetic sparse PCA of ``scale.py`` at (d, r, b) = (4096, 32, 500): one block (a refresh
 and 9 SARAH steps) with ``pure_fit`` from X0, then the 10 steps of the next block written out (the
 refresh on the full data set, then minibatches of a fixed NumPy permutation). Before each
@@ -13,9 +13,10 @@ update) and the previous multiplier's regularizer part ``lam_h`` are kept: the s
 the step solved. As the solutions get sparser (nonzeros per column of Y = X + zeta: median
 106 -> 44, minimum 68 -> 17 < r), the Newton matrix is singular on more coordinates.
 
-The instances are captured with the first rule of loose solves (``_ssn_steps``:
-LOOSE_RHO_SCALE = 1e-4 with the secant shift and a line search at every step, pinned: the
-run that produces them does not change with the rule measured). Each subproblem is solved
+The instances are captured with rtol 1e-2 and the first rule of loose solves (``CAPTURE_SSN``:
+``loose_rho_scale=1e-4`` with the secant shift and a line search at every step, no Jacobi
+steps, the ``"lam_h"`` warm start; pinned, so that the run that produces them does not change
+with the rule measured). Each subproblem is solved
 by ``rproxjax.tangent_prox`` with each rule ("adaptive", the stochastic optimizers' default,
 also with the two former rules of loose solves: regularization 1e-4 with the shift, and 1.0
 with it, both with a line search at every step; "secant"; "reference", cold-started) at the
@@ -45,34 +46,33 @@ from rproxjax.problems import spca_loss  # noqa: E402
 try:  # run as a script: benchmarks/ is on sys.path
     import _timing
     import scale
-    from _instances import FIRST_LOOSE_RULE, FIRST_WARM_START, loose_rule, warm_start
 except ImportError:  # run as `python -m benchmarks.hard_subproblems`
     from benchmarks import _timing, scale
-    from benchmarks._instances import FIRST_LOOSE_RULE, FIRST_WARM_START, loose_rule, warm_start
 
 D, R, B = scale.SIZES[1]
 Q, GAMMA, MU = 10, 0.1, 0.2
 RULES = ("adaptive", "secant", "reference")
-#: The rules of loose solves before this release, (LOOSE_RHO_SCALE, LOOSE_SECANT_SHIFT,
-#: UNIT_ACCEPT): first RHO_SCALE with the shift, then 1.0 with the shift; always a line search.
-SHIFTED_LOOSE_RULE = (1.0, True, 0.0, False)
+#: The former rules of loose solves (fields of rproxjax.SSN): first a regularization of
+#: 1e-4 min(||E||, 0.1) with the secant shift, then 1.0 with the shift; always a line
+#: search, no Jacobi steps.
+FIRST_LOOSE_RULE = {"loose_rho_scale": 1e-4, "loose_secant_shift": True, "unit_accept": 0.0,
+                    "jacobi_first": False}
+SHIFTED_LOOSE_RULE = {**FIRST_LOOSE_RULE, "loose_rho_scale": 1.0}
+#: The optimizer's settings when the instances were chosen: rtol 1e-2 (the stochastic
+#: optimizers' default then), the first rule of loose solves and the optimizers' first warm
+#: start, the previous multiplier's regularizer part.
+CAPTURE_SSN = rproxjax.SSN.stochastic(rtol=1e-2, warm_start="lam_h", **FIRST_LOOSE_RULE)
 STOPS = {f"rtol {rproxjax.SSN_RTOL:g} (SSN_RTOL)": (None, rproxjax.SSN_RTOL),
          "rtol 1e-2": (None, 1e-2), "tol 1e-8": (1e-8, 0.0)}
 
 
 def capture():
     """The 10 subproblems of the second block: [(x, v, lam_h)], captured with the former
-    rule of loose solves and the optimizers' former warm start (pinned, so that the
-    instances do not move with them)."""
-    with loose_rule(FIRST_LOOSE_RULE), warm_start(FIRST_WARM_START):
-        return _capture()
-
-
-def _capture():
+    rule of loose solves and the optimizers' former warm start (``CAPTURE_SSN``, pinned, so
+    that the instances do not move with the defaults)."""
     data = scale.make_data(D, R, B, jnp.float64)
     x = rproxjax.stiefel.random_point(jax.random.key(0), D, R, jnp.float64)
-    # ssn_rtol pinned too: the optimizers' default when the instances were chosen.
-    opt = rproxjax.r_prox_spb(1.0, GAMMA, rproxjax.l1(MU), q=Q, ssn_rtol=1e-2)
+    opt = rproxjax.r_prox_spb(1.0, GAMMA, rproxjax.l1(MU), q=Q, ssn=CAPTURE_SSN)
     res = rproxjax.pure_fit(opt, spca_loss, x, data, key=jax.random.key(1), batch_size=B,
                             num_epochs=1, steps_per_epoch=Q)
     x, state = res.params, res.opt_state
@@ -112,24 +112,23 @@ def main(argv=None):
                          ("rtol 1e-2", "adaptive", SHIFTED_LOOSE_RULE)]
     for stop, rule, former in runs:
         tol, rtol = STOPS[stop]
-        with loose_rule(former):
-            steps, conv = [], []
-            for i, (x, v, lam_h) in enumerate(subs):
-                warm = {} if rule == "reference" else {"lam_h": lam_h}
-                zeta, info = rproxjax.tangent_prox(x, v, GAMMA, rproxjax.l1(MU), tol=tol,
-                                                   rtol=rtol, method=rule, max_steps=200,
-                                                   **warm)
-                steps.append(int(info.num_steps))
-                conv.append(bool(info.converged))
-                if rule == "secant" and rtol == 0:  # Y = X + zeta of the tight solve
-                    nnz[i] = np.sum(np.asarray(x + zeta) != 0, axis=0)
-            name = rule if former is None else (
-                f"{rule}, former loose rule (rho {former[0]:g}, with shift, line search)")
-            results[f"{stop} {name}"] = {"steps": steps, "converged": conv}
-            rows.append((stop, name, " ".join(f"{s}{'' if c else '!'}"
-                                              for s, c in zip(steps, conv, strict=True)),
-                         f"{np.mean(steps):.1f}", sum(not c for c in conv)))
-            print(rows[-1], flush=True)
+        ssn = rproxjax.SSN(tol=tol, rtol=rtol, method=rule, max_steps=200, **(former or {}))
+        steps, conv = [], []
+        for i, (x, v, lam_h) in enumerate(subs):
+            warm = {} if rule == "reference" else {"lam_h": lam_h}
+            zeta, info = rproxjax.tangent_prox(x, v, GAMMA, rproxjax.l1(MU), ssn=ssn, **warm)
+            steps.append(int(info.num_steps))
+            conv.append(bool(info.converged))
+            if rule == "secant" and rtol == 0:  # Y = X + zeta of the tight solve
+                nnz[i] = np.sum(np.asarray(x + zeta) != 0, axis=0)
+        name = rule if former is None else (
+            f"{rule}, former loose rule (rho {former['loose_rho_scale']:g}, with shift, "
+            "line search)")
+        results[f"{stop} {name}"] = {"steps": steps, "converged": conv}
+        rows.append((stop, name, " ".join(f"{s}{'' if c else '!'}"
+                                          for s, c in zip(steps, conv, strict=True)),
+                     f"{np.mean(steps):.1f}", sum(not c for c in conv)))
+        print(rows[-1], flush=True)
     title = (f"## Newton steps on the 10 subproblems of R-ProxSPB's second block, synthetic "
              f"sparse PCA (d, r, b) = ({D}, {R}, {B}), mu = {MU}, t = {GAMMA}, float64")
     print(f"\n{title}\n")

@@ -1,17 +1,15 @@
-"""Benchmark: inexact subproblem solves (``ssn_rtol``) in R-ProxSGD and R-ProxSPB.
+"""Benchmark: inexact subproblem solves (``SSN.rtol``) in R-ProxSGD and R-ProxSPB.
 
 Run from the repository root (about 4-6 minutes on a busy 2-core CPU)::
 
     python benchmarks/inexact.py             # full: 4 IFO/n, mu in {0.2, 0.4}, 5 rtols
     python benchmarks/inexact.py --quick     # 1 IFO/n, mu = 0.2, rtol in {0, 1e-3, 1e-2}
     python benchmarks/inexact.py --quick --no-save
-    python benchmarks/inexact.py --mus 0.05 0.2 0.4 0.8 --rtols 0 0.01 0.03 0.1 --seeds 5 \
-        --name inexact_wide      # results/inexact_wide.{md,json}
     python benchmarks/inexact.py --mus 0.05 0.2 0.4 0.8 --rtols 0 0.01 0.1 0.2 0.3 0.5 \
-        --seeds 5 --name inexact_loose   # results/inexact_loose.{md,json}
+        --seeds 5 --name inexact_loose   # results/inexact_loose.{md,json}, about 5 minutes
 
 Question: does stopping each semi-smooth Newton solve at
-||E||_F <= tol + rtol ||zeta||_F (``ssn_rtol`` of the optimizers, tol the
+||E||_F <= tol + rtol ||zeta||_F (``rtol`` of the optimizers' ``SSN``, tol the
 float64 default 1e-10) leave the loss against IFOs unchanged within the
 seed-to-seed spread, while the Newton steps drop?
 
@@ -20,9 +18,9 @@ float64), r = 10, per-sample loss ``problems.spca_loss``, F = mean loss +
 mu ||X||_1 over all n = 20,000 samples.
 
 * R-ProxSGD: ``r_prox_sgd(inverse_sqrt_schedule(1.0), 0.1, l1(mu),
-  ssn_rtol=rtol)``, b = 100, 800 steps (4 IFO/n) in epochs of 100 steps,
+  ssn=SSN.stochastic(rtol=rtol))``, b = 100, 800 steps (4 IFO/n) in epochs of 100 steps,
   F from ``res.epoch_loss`` after each (9 curve points, 0.5 IFO/n apart).
-* R-ProxSPB: ``r_prox_spb(1.0, 0.1, l1(mu), q=100, ssn_rtol=rtol)``,
+* R-ProxSPB: ``r_prox_spb(1.0, 0.1, l1(mu), q=100, ssn=SSN.stochastic(rtol=rtol))``,
   b = |S2| = 100, full-gradient refresh every q = 100 steps, 2 blocks
   (200 steps, 3.98 IFO/n: a block costs n + 99 * 2 * 100). ``fit`` records
   F only at block ends, so the run uses ``record_loss=True`` (F after every
@@ -53,9 +51,7 @@ and mu.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import jax
 
@@ -64,14 +60,13 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from _timing import machine_info, markdown_table, print_table, save_results  # noqa: E402
-
 import rproxjax  # noqa: E402
-from rproxjax import problems  # noqa: E402
-from rproxjax._optimizers import SSN_RTOL  # noqa: E402
+from rproxjax import SSN_RTOL, problems  # noqa: E402
+
+try:  # run as a script: benchmarks/ is on sys.path
+    from _timing import machine_info, markdown_table, print_table, save_results
+except ImportError:  # run as `python -m benchmarks.inexact`
+    from benchmarks._timing import machine_info, markdown_table, print_table, save_results
 
 N, D, R = 20000, 784, 10
 BATCH, Q, GAMMA = 100, 100, 0.1
@@ -85,16 +80,16 @@ def make_program(method, num_steps, points):
 
     def one(mu, rtol, x0, key, data):
         reg = rproxjax.l1(mu)
+        ssn = rproxjax.SSN.stochastic(rtol=rtol)  # rtol traced: one program for every rtol
         if method == "R-ProxSGD":
-            opt = rproxjax.r_prox_sgd(rproxjax.inverse_sqrt_schedule(1.0), GAMMA, reg,
-                                      ssn_rtol=rtol)
+            opt = rproxjax.r_prox_sgd(rproxjax.inverse_sqrt_schedule(1.0), GAMMA, reg, ssn=ssn)
             spe = num_steps // (points - 1)
             res = rproxjax.pure_fit(opt, problems.spca_loss, x0, data, key=key,
                                     batch_size=BATCH, num_epochs=points - 1,
                                     steps_per_epoch=spe)
             curve, ifo = res.epoch_loss, res.epoch_ifo
         else:
-            opt = rproxjax.r_prox_spb(1.0, GAMMA, reg, q=Q, ssn_rtol=rtol)
+            opt = rproxjax.r_prox_spb(1.0, GAMMA, reg, q=Q, ssn=ssn)
             res = rproxjax.pure_fit(opt, problems.spca_loss, x0, data, key=key,
                                     batch_size=BATCH, num_epochs=num_steps // Q,
                                     steps_per_epoch=Q, record_loss=True)
@@ -237,7 +232,7 @@ def main():
     print(vtable)
     verdict_text = _verdict_text(runs, verdict, recommended, mus, rtols)
     print(f"\n{verdict_text}\n\nlargest rtol within the spread: {recommended:g}; library "
-          f"default ssn_rtol: {SSN_RTOL:g}; total wall time {total:.0f} s", flush=True)
+          f"default SSN_RTOL: {SSN_RTOL:g}; total wall time {total:.0f} s", flush=True)
 
     mode = "quick (1 IFO/n; R-ProxSPB one block, 2 IFO/n)" if args.quick else "full (4 IFO/n)"
     sgd_steps, spb_steps = budget["R-ProxSGD"][0], budget["R-ProxSPB"][0]
@@ -282,7 +277,7 @@ def _verdict_text(runs, verdict, recommended, mus, rtols):
     parts = ["**Verdict.** The largest rtol whose mean F curve stays within the rtol = 0 "
              "seed spread at every curve point (and every smaller rtol does too) is "
              + ", ".join(f"{v:g} for {k}" for k, v in verdict.items())
-             + f"; so ssn_rtol = {recommended:g}{top} keeps the loss against IFOs unchanged "
+             + f"; so rtol = {recommended:g}{top} keeps the loss against IFOs unchanged "
              "within the seed-to-seed spread for every method and mu tested."]
     if recommended > 0:
         saving = []
@@ -308,8 +303,8 @@ def _verdict_text(runs, verdict, recommended, mus, rtols):
         at_default = [r for r in runs if r["rtol"] == SSN_RTOL]
         finals = [r["final_F_mean"] for r in at_default]
         parts.append(
-            f"At the library's default, ssn_rtol = {SSN_RTOL:g}, seed by seed F moves by at "
-            f"most {max(r['paired_max_abs_diff'] for r in at_default):.1e} (final F "
+            f"At the stochastic optimizers' default, SSN_RTOL = {SSN_RTOL:g}, seed by seed F "
+            f"moves by at most {max(r['paired_max_abs_diff'] for r in at_default):.1e} (final F "
             f"{min(finals):.1f}-{max(finals):.1f}).")
     largest = [r for r in runs if r["rtol"] == max(rtols)]
     parts.append(

@@ -6,7 +6,7 @@ Run from the repository root (about 20 seconds on a 2-core CPU)::
 
 Question: R-ProxSGD's step zeta_t solves the tangent-space subproblem for one minibatch
 gradient G_b. How large is the error of a solve stopped at ``||E|| <= tol + rtol ||zeta||``
-(``ssn_rtol`` of the optimizers) next to the error that the minibatch itself puts into
+(``rtol`` of the optimizers' ``SSN``) next to the error that the minibatch itself puts into
 zeta? A solve error well below that noise cannot matter to the run; ``inexact.py``
 measures the loss curves themselves.
 
@@ -93,9 +93,10 @@ def capture(mu, data):
     return subs
 
 
-def solve(x, g, mu, sub, **kw):
+def solve(x, g, mu, sub, **fields):
+    """The subproblem by the optimizers' Newton rule, with other settings ``fields``."""
     return rproxjax.tangent_prox(x, g, GAMMA, rproxjax.l1(mu), subgradient=sub,
-                                 method="adaptive", **kw)
+                                 ssn=rproxjax.SSN(method="adaptive", **fields))
 
 
 def exact(x, g, mu, sub):

@@ -30,13 +30,13 @@ import rproxjax  # noqa: E402
 
 
 def _solver(linear_solver, warm):
+    ssn = rproxjax.SSN(linear_solver=linear_solver)
     if warm:
         def fn(x, g, t, mu, lam):
-            return rproxjax.tangent_prox(x, g, t, rproxjax.l1(mu), lam=lam,
-                                         linear_solver=linear_solver)
+            return rproxjax.tangent_prox(x, g, t, rproxjax.l1(mu), lam=lam, ssn=ssn)
     else:
         def fn(x, g, t, mu):
-            return rproxjax.tangent_prox(x, g, t, rproxjax.l1(mu), linear_solver=linear_solver)
+            return rproxjax.tangent_prox(x, g, t, rproxjax.l1(mu), ssn=ssn)
     return jax.jit(fn)
 
 

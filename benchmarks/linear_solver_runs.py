@@ -51,7 +51,8 @@ def main(argv=None):
     data = scale.make_data(D, R, B, jnp.float64)
     x0 = rproxjax.stiefel.random_point(jax.random.key(0), D, R, jnp.float64)
     sched = rproxjax.inverse_sqrt_schedule(1.0)
-    opts = {ls: rproxjax.r_prox_sgd(sched, 0.1, rproxjax.l1(scale.MU), linear_solver=ls)
+    opts = {ls: rproxjax.r_prox_sgd(sched, 0.1, rproxjax.l1(scale.MU),
+                                    ssn=rproxjax.SSN.stochastic(linear_solver=ls))
             for ls in ("dense", "cg")}
 
     def runner(opt):

@@ -1,7 +1,7 @@
-"""Figure of ``benchmarks/results/inexact.json``: F against IFO/n per ssn_rtol, with the seed band.
+"""Figure of ``benchmarks/results/inexact.json``: F against IFO/n by rtol, with the seed band.
 
 One column per (method, mu). Top: the mean over seeds of F = mean loss + mu ||X||_1 against
-IFO/n for each ssn_rtol, the exact solves' (rtol = 0) min-max band over the seeds shaded, and
+IFO/n for each rtol, the exact solves' (rtol = 0) min-max band over the seeds shaded, and
 the mean Newton steps per call in the legend. Bottom: the same means minus the exact solves'
 mean, against the half-width of that seed band (shaded): the curves are indistinguishable at
 the top scale. Run from the repository root after

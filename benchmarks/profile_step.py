@@ -7,9 +7,9 @@ point of its timed R-ProxSGD run unless ``--no-profile``)::
 
 Instance: ``_spca_instance.py`` (d = 784, r = 10, b = 100, n = 10,000, l1 mu = MU),
 R-ProxSGD with eta_t = ETA0 / sqrt(t + 1), gamma = 1 / L, the subproblem rule and
-relative tolerance set explicitly to the library's defaults for the stochastic
-optimizers (``ssn_method="adaptive"``, ``ssn_rtol=1e-2``) so that the pieces below
-solve what the iteration solves. Standalone, X and the optimizer state come from
+relative tolerance those of the stochastic optimizers (``SSN = rproxjax.SSN.stochastic()``:
+the adaptive rule, ``rtol = SSN_RTOL``), passed explicitly so that the pieces below solve
+what the iteration solves. Standalone, X and the optimizer state come from
 ``rproxjax.fit`` (2 epochs of 200 steps from a random Stiefel point).
 
 Profiling needs the pieces separately, which ``rproxjax.fit`` (one compiled epoch)
@@ -50,7 +50,7 @@ import optax
 from jax import lax
 
 import rproxjax
-from rproxjax import _regularizers, stiefel
+from rproxjax import stiefel
 
 try:  # run as a script: benchmarks/ is on sys.path
     import _flops
@@ -64,8 +64,8 @@ jax.config.update("jax_enable_x64", True)
 
 ETA0 = 1.0
 GAMMA = 1.0 / LIPSCHITZ
-SSN_METHOD = "adaptive"
-SSN_RTOL = rproxjax.SSN_RTOL
+#: The subproblem settings of the iteration (the stochastic optimizers' default).
+SSN = rproxjax.SSN.stochastic()
 CHUNK = 2048
 N_LOOP = 50
 LANES = 8
@@ -77,14 +77,14 @@ batch_grad = jax.grad(batch_loss)
 
 def make_opt(mu, eta0=ETA0, gamma=GAMMA):
     return rproxjax.r_prox_sgd(rproxjax.inverse_sqrt_schedule(eta0), gamma, rproxjax.l1(mu),
-                               ssn_rtol=SSN_RTOL, ssn_method=SSN_METHOD)
+                               ssn=SSN)
 
 def ssn(warm, x, g, gamma, mu, max_steps=100, linear_solver="auto"):
     """The iteration's subproblem, warm-started as the optimizers do: from a previous
     solution's subgradient of h (``warm``, d x r)."""
-    return rproxjax.tangent_prox(x, g, gamma, rproxjax.l1(mu), subgradient=warm, rtol=SSN_RTOL,
-                                 method=SSN_METHOD, max_steps=max_steps,
-                                 linear_solver=linear_solver)
+    return rproxjax.tangent_prox(x, g, gamma, rproxjax.l1(mu), subgradient=warm,
+                                 ssn=SSN.replace(max_steps=max_steps,
+                                                 linear_solver=linear_solver))
 
 def polar_eigh(y):
     """Polar factor Y (Y^T Y)^{-1/2} through an r x r eigendecomposition."""
@@ -218,10 +218,14 @@ def time_vmapped(c, x, data, repeats):
     out["k_tensor_s"] = tpi(lambda x_, m: k_full(m, x_), x, mask, repeats=repeats)
     out["k_tensor_sym_s"] = tpi(lambda x_, m: m.T @ (x_[:, rows] * x_[:, cols]), x, mask,
                                 repeats=repeats)
-    basis = (rows, cols, None)  # the library's pair products (static column slices)
-    out["k_tensor_sym_slices_s"] = tpi(
-        lambda x_, m: m.T @ _regularizers._pair_products(x_, x_, basis), x, mask,
-        repeats=repeats)
+
+    def pair_slices(x_):
+        # The pairs as the library's dense Newton step forms them: from r static column
+        # slices (XLA's CPU gather with constant indices is slower).
+        return jnp.concatenate([x_[:, j:j + 1] * x_[:, j:] for j in range(R)], axis=1)
+
+    out["k_tensor_sym_slices_s"] = tpi(lambda x_, m: m.T @ pair_slices(x_), x, mask,
+                                       repeats=repeats)
     out["vmap8_k_tensor_s"] = tpi(jax.vmap(lambda x_, m: k_full(m, x_)), bcast(x),
                                   bcast(mask), repeats=repeats, n=10)
     return out
@@ -249,8 +253,8 @@ def piece_lines(out, peak, repeats):
         "\n## Profile: one float64 R-ProxSGD iteration",
         "",
         f"Pieces timed inside a compiled fori_loop ({N_LOOP} calls, fastest of {repeats}) at "
-        f"the end point of a fit run (subproblem: ssn_method={SSN_METHOD!r}, ssn_rtol="
-        f"{SSN_RTOL}; Newton steps {steps}, evaluations {evals} on this instance). matmul "
+        f"the end point of a fit run (subproblem: method={SSN.method!r}, rtol="
+        f"{SSN.rtol}; Newton steps {steps}, evaluations {evals} on this instance). matmul "
         f"peak {peak / 1e9:.1f} GFLOP/s.",
         "",
         f"- whole iteration (gradient + update + apply_updates): {_us(out['iteration_s'])}",

@@ -101,7 +101,8 @@ def make_opt(method, mu, steps):
         return rproxjax.r_subgrad(schedule, reg)
     if method.startswith("sgd"):
         solver = method[4:] or "auto"
-        return rproxjax.r_prox_sgd(schedule, GAMMA, reg, linear_solver=solver)
+        return rproxjax.r_prox_sgd(schedule, GAMMA, reg,
+                                   ssn=rproxjax.SSN.stochastic(linear_solver=solver))
     return rproxjax.r_prox_spb(1.0, GAMMA, reg, q=steps)
 
 

@@ -12,11 +12,11 @@ Instance (``_spca_instance.py``): synthetic image-like data, n = 10,000 samples 
 dimension d = 784, r = 10, minibatch b = 100, per-sample loss ||z||^2 - ||X^T z||^2,
 regularizer ``rproxjax.l1(MU)``, X0 a random Stiefel point; float64 and float32.
 
-Solvers (library defaults otherwise: the "adaptive" Newton rule with ``ssn_rtol`` =
-1e-2 for the stochastic ones, polar retraction): R-ProxSGD (eta_t = ETA0 / sqrt(t + 1),
-gamma = 1 / L), R-ProxSPB (constant eta, gamma = 1 / L, q = 100 = sqrt(n), refresh on
-the full data set), R-Subgrad (eta_t = ETA0_SUBGRAD / sqrt(t + 1)) and ManPG (full
-gradient, t = 1 / L).
+Solvers (library defaults otherwise: ``SSN.stochastic()``, the "adaptive" Newton rule with
+``rtol = SSN_RTOL``, for the stochastic ones, ``SSN()`` for ManPG; polar retraction):
+R-ProxSGD (eta_t = ETA0 / sqrt(t + 1), gamma = 1 / L), R-ProxSPB (constant eta, gamma = 1 / L,
+q = 100 = sqrt(n), refresh on the full data set), R-Subgrad (eta_t = ETA0_SUBGRAD /
+sqrt(t + 1)) and ManPG (full gradient, t = 1 / L).
 
 Timing: the library's own runner. Each solver is one ``rproxjax.fit`` call of warm-up
 epochs followed by ``--repeats`` timed epochs of T = 200 steps (ManPG: 5 iterations
@@ -32,7 +32,8 @@ per-step history). Newton steps per iteration are the mean of ``history.ssn_step
 over the timed epochs (R-ProxSPB: refresh steps are the first of each block of q).
 
 The same runs with the subproblem solved by the reference rule to the tolerance alone
-(``ssn_method="reference"``, ``ssn_rtol=0``: what the NumPy reference implements) give
+(``ssn=SSN(method="reference", linear_solver="dense")``, rtol 0: what the NumPy reference
+implements) give
 the "reference rule" column, the one the NumPy time is compared with (same batches:
 the same key).
 
@@ -385,7 +386,7 @@ def notes(results, peaks):
     return [
         f"Time/iter: rproxjax.fit's epoch_time of an epoch of {T} steps (ManPG {T_MANPG}), "
         "median over the timed epochs, per step, library defaults; 'reference rule': the "
-        "same runs with ssn_method='reference', ssn_rtol=0 (the NumPy reference's algorithm)."
+        "same runs with SSN(method='reference', rtol=0) (the NumPy reference's algorithm)."
         f" R-ProxSPB: q = {Q}, per step amortized over blocks of a refresh and {Q - 1} SARAH "
         "steps; NumPy SARAH step / refresh: " + ", ".join(
             f"{r['dtype']} {1e6 * r['numpy_sarah_time_s']:,.0f} / "

@@ -12,19 +12,18 @@ b = 100, per-sample loss ``rproxjax.problems.spca_loss`` (||z||^2 - ||X^T z||^2)
 regularizer ``rproxjax.l1(mu)``, X0 = ``stiefel.random_point(key(0), 784, 10)``.
 float64 (x64 enabled here) and float32 (data, X0 and mu built in float32).
 
-Optimizers (defaults otherwise: Newton rule "adaptive", ``ssn_rtol`` = 1e-2,
-``ssn_max_steps`` = 100, polar retraction):
+Optimizers (subproblem settings ``ssn = rproxjax.SSN.stochastic()``: the adaptive Newton
+rule, ``rtol = SSN_RTOL`` = 0.1, ``max_steps`` = 100; polar retraction; ``main(ssn=...)``, as
+``step_cost_ab.py`` calls it, sets other settings):
 
-* R-ProxSGD: ``r_prox_sgd(inverse_sqrt_schedule(1.0), 0.1, l1(mu))``;
-* R-ProxSPB: ``r_prox_spb(1.0, 0.1, l1(mu), q=100)``;
+* R-ProxSGD: ``r_prox_sgd(inverse_sqrt_schedule(1.0), 0.1, l1(mu), ssn=ssn)``;
+* R-ProxSPB: ``r_prox_spb(1.0, 0.1, l1(mu), q=100, ssn=ssn)``;
 * R-Subgrad: ``r_subgrad(inverse_sqrt_schedule(1.0), l1(mu))``;
-* for comparison: R-ProxSGD with ``ssn_rtol=0.0`` (the old rule: solve to
-  ``ssn_tol`` alone) and with ``ssn_max_steps=0`` (no Newton step: the prox
-  setup and the first evaluation of E only, to split the step's cost), and a
-  "gradient only" scan (gather + ``jax.grad``, no update), and R-ProxSGD with
-  ``ssn_method="reference"`` (the reference code's Newton rule) if
-  ``r_prox_sgd`` accepts ``ssn_method`` (the row is skipped, with a note,
-  otherwise). These variants are timed from R-ProxSGD's warmed-up state.
+* for comparison: R-ProxSGD with ``ssn.replace(rtol=0.0)`` (solves to ``tol`` alone),
+  ``ssn.replace(max_steps=0)`` (no Newton step: the prox setup and the first evaluation of E
+  only, to split the step's cost), ``method="secant"``, ``"adaptive"`` and ``"reference"``
+  (the reference code's Newton rule), and a "gradient only" scan (gather + ``jax.grad``, no
+  update). These variants are timed from R-ProxSGD's warmed-up state.
 
 Part (a), per-step cost, for mu in {0.05, 0.2, 0.4, 0.8}: each method first
 runs 200 iterations from X0 with ``rproxjax.fit`` (``steps_per_epoch=200``,
@@ -64,7 +63,7 @@ over the 8 mu of ``jnp.geomspace(0.05, 0.8, 8)`` (one key per lane), one
 lanes) one after another. All are compiled ahead of time; then
 one untimed round and ``--sweep-repeats`` rounds (default 3) of [vmap, single, 8
 sequential] are timed, medians reported, with ``rproxjax.sweep(lanes="map")`` and, for
-comparison on CPU, the same vmap compiled with ``_subproblem.SEQUENTIAL_LANES = False`` (one
+comparison on CPU, the same vmap with ``ssn.replace(sequential_lanes=False)`` (one
 batched Newton ``while_loop`` for all lanes; by default a vmapped solve maps its lanes on
 CPU; elsewhere the vmap is that loop, and its columns read "= vmap"). Newton
 steps: the single run's mean, the mean over lanes and steps, and the lockstep count (max
@@ -88,8 +87,9 @@ Goals (targets measured, not assumed): (a) prox step / R-Subgrad step
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import functools
 import hashlib
-import inspect
 import statistics
 import subprocess
 import time
@@ -103,8 +103,10 @@ from jax import lax
 
 import rproxjax
 from rproxjax import stiefel
-from rproxjax._ssn import solve as _subproblem
-from rproxjax._run.data import chunked_mean as _chunked_mean  # fit's chunked full gradient
+
+# Private, on purpose: the refresh row times the full gradient exactly as ``fit`` computes it
+# (chunks read by dynamic_slice in a fori_loop); no public function exposes it alone.
+from rproxjax._run.data import chunked_mean as _chunked_mean
 from rproxjax.problems import spca_loss
 
 try:  # run as a script: benchmarks/ is on sys.path
@@ -132,11 +134,11 @@ NAMES = {
     "subgrad": "R-Subgrad",
     "grad": "gradient only (gather + grad)",
     "sgd": "R-ProxSGD",
-    "sgd_rtol0": "R-ProxSGD, ssn_rtol=0",
-    "sgd_secant": "R-ProxSGD, ssn_method=secant",
-    "sgd_adaptive": "R-ProxSGD, ssn_method=adaptive",
-    "sgd_ref": "R-ProxSGD, ssn_method=reference",
-    "sgd_ms0": "R-ProxSGD, ssn_max_steps=0",
+    "sgd_rtol0": "R-ProxSGD, rtol=0",
+    "sgd_secant": "R-ProxSGD, method=secant",
+    "sgd_adaptive": "R-ProxSGD, method=adaptive",
+    "sgd_ref": "R-ProxSGD, method=reference",
+    "sgd_ms0": "R-ProxSGD, max_steps=0",
     "sarah": "R-ProxSPB SARAH step",
     "sarah2": "R-ProxSPB SARAH step, two gradient calls",
     "refresh": "R-ProxSPB refresh (full grad)",
@@ -151,12 +153,13 @@ GOAL_ROWS = ("sgd", "sarah", "spb_avg")
 # Optimizers and the compiled functions
 
 
-def make_opt(method, mu, **kwargs):
+def make_opt(method, mu, ssn):
+    """The optimizer of ``method`` at mu; the proximal ones solve with settings ``ssn``."""
     reg = rproxjax.l1(mu)
     if method.startswith("sgd"):
-        return rproxjax.r_prox_sgd(rproxjax.inverse_sqrt_schedule(ETA0), GAMMA, reg, **kwargs)
+        return rproxjax.r_prox_sgd(rproxjax.inverse_sqrt_schedule(ETA0), GAMMA, reg, ssn=ssn)
     if method in ("spb", "sarah", "sarah2", "refresh"):
-        return rproxjax.r_prox_spb(ETA0, GAMMA, reg, q=Q, **kwargs)
+        return rproxjax.r_prox_spb(ETA0, GAMMA, reg, q=Q, ssn=ssn)
     if method in ("subgrad", "grad"):
         return rproxjax.r_subgrad(rproxjax.inverse_sqrt_schedule(ETA0), reg)
     raise ValueError(method)
@@ -174,19 +177,19 @@ def newton_steps(state):
     return jnp.int32(0) if info is None or info.ssn == () else info.ssn.num_steps
 
 
-def run(method, mu, key, data, x0):
+def run(method, ssn, mu, key, data, x0):
     """One whole ``fit`` run of WARMUP_STEPS steps (the sweep's unit and the warm-up)."""
-    opt = make_opt(method, mu)
+    opt = make_opt(method, mu, ssn)
     res = rproxjax.pure_fit(opt, spca_loss, x0, data, key=key, batch_size=B, num_epochs=1,
                             steps_per_epoch=WARMUP_STEPS)
     return res.params, res.opt_state, res.history.ssn_steps
 
 
-def make_scan(method, **opt_kwargs):
+def make_scan(method, ssn):
     """jit of (x, state, idx, data, mu) -> ((x, state), per-step outputs): T steps."""
 
     def scan(x, state, idx, data, mu):
-        opt = make_opt(method, mu, **opt_kwargs)
+        opt = make_opt(method, mu, ssn)
 
         def body(carry, ib):
             x, state = carry
@@ -211,15 +214,17 @@ def make_scan(method, **opt_kwargs):
     return jax.jit(scan)
 
 
-def _refresh(x, state, data, mu):
-    opt = make_opt("refresh", mu)
+def _refresh(ssn, x, state, data, mu):
+    opt = make_opt("refresh", mu, ssn)
     n = data.shape[0]
     g = _chunked_mean(lambda b: batch_grad(x, b), data, n, CHUNK)
     updates, state = opt.update(g, state, x, refresh=True)
     return (optax.apply_updates(x, updates), state), newton_steps(state)
 
 
-refresh_fn = jax.jit(_refresh)
+def make_refresh(ssn):
+    """jit of (x, state, data, mu) -> ((x, state), Newton steps): one R-ProxSPB refresh."""
+    return jax.jit(functools.partial(_refresh, ssn))
 
 
 def _nnz(x):
@@ -230,7 +235,7 @@ def _sync(x):
     return jax.block_until_ready(x)
 
 
-def compile_jobs(dtype, data, x0, runs, scans, programs):
+def compile_jobs(dtype, data, x0, runs, scans, programs, refresh_fn):
     """(label, jitted function, argument shapes) of every program of one dtype, for
     ``_timing.precompile``: the shapes of the warmed-up states come from ``jax.eval_shape``
     of the runs that produce them, so the later calls find the executables cached."""
@@ -250,8 +255,9 @@ def compile_jobs(dtype, data, x0, runs, scans, programs):
         mus, keys, d, x = prog["args"]
         jobs += [((dtype, m, "vmap"), prog["vmap"], prog["args"]),
                  ((dtype, m, "shared"), prog["shared"], (mus, keys[0], d, x))]
-        if "map" in prog:
-            jobs.append(((dtype, m, "map"), prog["map"], prog["args"]))
+        for extra in ("map", "batched"):
+            if extra in prog:
+                jobs.append(((dtype, m, extra), prog[extra], prog["args"]))
     return jobs
 
 
@@ -259,25 +265,20 @@ def compile_jobs(dtype, data, x0, runs, scans, programs):
 # Part (a): per-step cost
 
 
-def step_variants():
-    """(name, scan factory kwargs) of the scanned rows; a skipped row gets a reason."""
-    variants = {
-        "subgrad": ("subgrad", {}), "grad": ("grad", {}), "sgd": ("sgd", {}),
-        "sgd_rtol0": ("sgd", {"ssn_rtol": 0.0}), "sgd_ms0": ("sgd", {"ssn_max_steps": 0}),
-        "sarah": ("sarah", {}), "sarah2": ("sarah2", {}),
+def step_variants(ssn):
+    """{row: (method, subproblem settings)} of the scanned rows."""
+    return {
+        "subgrad": ("subgrad", ssn), "grad": ("grad", ssn), "sgd": ("sgd", ssn),
+        "sgd_rtol0": ("sgd", ssn.replace(rtol=0.0)),
+        "sgd_ms0": ("sgd", ssn.replace(max_steps=0)),
+        "sgd_ref": ("sgd", ssn.replace(method="reference")),
+        "sgd_secant": ("sgd", ssn.replace(method="secant")),
+        "sgd_adaptive": ("sgd", ssn.replace(method="adaptive")),
+        "sarah": ("sarah", ssn), "sarah2": ("sarah2", ssn),
     }
-    skipped = {}
-    if "ssn_method" in inspect.signature(rproxjax.r_prox_sgd).parameters:
-        variants["sgd_ref"] = ("sgd", {"ssn_method": "reference"})
-        variants["sgd_secant"] = ("sgd", {"ssn_method": "secant"})
-        variants["sgd_adaptive"] = ("sgd", {"ssn_method": "adaptive"})
-    else:
-        skipped["sgd_ref"] = ("r_prox_sgd has no ssn_method argument (only manpg has); "
-                              "the 'reference' Newton rule row is skipped")
-    return variants, skipped
 
 
-def bench_steps(dtype, data, x0, runs, scans, repeats, seed, mus=MUS):
+def bench_steps(dtype, data, x0, runs, scans, refresh_fn, repeats, seed, mus=MUS):
     """All rows of one dtype: {mu: {row: result}}."""
     out = {}
     for i, mu_f in enumerate(mus):
@@ -369,21 +370,37 @@ def bench_steps(dtype, data, x0, runs, scans, repeats, seed, mus=MUS):
 # Part (b): the vmapped sweep
 
 
-def sweep_programs(method, dtype, data, x0, with_map=True):
+def batched_is_default(ssn):
+    """Whether a vmapped solve with settings ``ssn`` is one batched Newton loop: off CPU by
+    default (``SSN.sequential_lanes`` None), or where ``sequential_lanes=False``."""
+    if ssn.sequential_lanes is None:
+        return jax.default_backend() != "cpu"
+    return not ssn.sequential_lanes
+
+
+def sweep_programs(method, ssn, dtype, data, x0, with_map=True):
     """The sweep's jitted vmap (one key per lane and one key for all), lanes="map" (if
-    ``with_map``) programs and their arguments."""
+    ``with_map``) programs, the vmap with one batched Newton loop (``"batched"``, where that
+    is not the vmap itself) and their arguments."""
     mus = jnp.geomspace(0.05, 0.8, SWEEP_K).astype(dtype)
     keys = jax.random.split(jax.random.key(3), SWEEP_K)
-    vfn = jax.jit(jax.vmap(lambda mu, k, d, x: run(method, mu, k, d, x),
+    vfn = jax.jit(jax.vmap(lambda mu, k, d, x: run(method, ssn, mu, k, d, x),
                            in_axes=(0, 0, None, None)))
     # One key for all lanes (common random numbers): every lane draws the same minibatches,
     # so the gathers are shared and the lanes' gradients share their operands.
-    sfn = jax.jit(jax.vmap(lambda mu, k, d, x: run(method, mu, k, d, x),
+    sfn = jax.jit(jax.vmap(lambda mu, k, d, x: run(method, ssn, mu, k, d, x),
                            in_axes=(0, None, None, None)))
     programs = {"vmap": vfn, "shared": sfn, "args": (mus, keys, data, x0)}
     if with_map:
         programs["map"] = jax.jit(lambda m, k, d, x: rproxjax.sweep(
-            lambda mu, key: run(method, mu, key, d, x), m, k, lanes="map"))
+            lambda mu, key: run(method, ssn, mu, key, d, x), m, k, lanes="map"))
+        if not batched_is_default(ssn):
+            # The same vmap with one batched Newton loop for all lanes (lockstep): the
+            # library's way before solves mapped their lanes on CPU, the default elsewhere.
+            batched = ssn.replace(sequential_lanes=False)
+            programs["batched"] = jax.jit(jax.vmap(
+                lambda mu, k, d, x: run(method, batched, mu, k, d, x),
+                in_axes=(0, 0, None, None)))
     return programs
 
 
@@ -393,23 +410,10 @@ def bench_sweep(method, dtype, data, x0, single_fn, programs, repeats, compile_s
     tic = time.perf_counter()
     vcompiled = programs["vmap"].lower(mus, keys, data, x0).compile()
     compile_s = compile_s.get((dtype, method, "vmap"), time.perf_counter() - tic)
-    # The same vmap with one batched Newton loop for all lanes (lockstep), the library's
-    # way before solves mapped their lanes on CPU (the flag is read at trace time); on
-    # other backends that is the default, the vmap itself.
-    batched_is_default = not _subproblem.sequential_lanes()
-    if batched_is_default:
-        bcompiled = None
-    else:
-        lanes_flag = _subproblem.SEQUENTIAL_LANES
-        _subproblem.SEQUENTIAL_LANES = False
-        jax.clear_caches()  # nested jits are traced anew with the flag
-        try:
-            bfn = jax.jit(jax.vmap(lambda mu, k, d, x: run(method, mu, k, d, x),
-                                   in_axes=(0, 0, None, None)))
-            bcompiled = bfn.lower(mus, keys, data, x0).compile()
-        finally:
-            _subproblem.SEQUENTIAL_LANES = lanes_flag
-            jax.clear_caches()
+    # The vmap with one batched Newton loop for all lanes (lockstep), built with
+    # sequential_lanes=False; where that is the default, the vmap itself.
+    is_vmap = "batched" not in programs
+    bcompiled = None if is_vmap else programs["batched"].lower(mus, keys, data, x0).compile()
     mcompiled = programs["map"].lower(mus, keys, data, x0).compile()
     scompiled = programs["shared"].lower(mus, keys[0], data, x0).compile()
     # The floor: the same sweep of R-Subgrad, which solves no subproblem (its step is the
@@ -461,7 +465,7 @@ def bench_sweep(method, dtype, data, x0, single_fn, programs, repeats, compile_s
         "method": method, "dtype": dtype, "mus": np.asarray(mus).tolist(),
         "single_mu": SWEEP_MU, "steps_per_run": WARMUP_STEPS,
         "vmap_compile_s": compile_s,
-        "vmap_batched_newton_is_vmap": batched_is_default,
+        "vmap_batched_newton_is_vmap": is_vmap,
         "compiles_while_timing": {"count": after[0] - before[0],
                                   "seconds": after[1] - before[1]},
         "single_s": one_t, "vmap_s": v_t, "sequential_s": seq_t, "map_s": m_t,
@@ -502,7 +506,7 @@ def bench_sweep(method, dtype, data, x0, single_fn, programs, repeats, compile_s
         f"{res['newton_lanes_mean']:.2f} ({', '.join(f'{v:.2f}' for v in res['newton_lanes'])}),"
         f" lockstep {res['newton_lockstep']:.2f}; max |X_vmap - X_seq| "
         f"{res['max_abs_diff_vmap_vs_sequential_params']:.1e}; vmap compile {compile_s:.0f} s; "
-        + ("the vmap is the batched Newton loop here" if batched_is_default else
+        + ("the vmap is the batched Newton loop here" if is_vmap else
            f"vmap with a batched Newton loop {b_t:.2f} s (ratio {b_t / one_t:.2f})")
         + f"; one key for all lanes {s_t:.2f} s (ratio {s_t / one_t:.2f})"
         + f"; R-Subgrad (the floor) vmap 8 ratio {fv_t / f1_t:.2f}, one key {fs_t / f1_t:.2f}"
@@ -589,7 +593,17 @@ def sweep_row(s):
     )
 
 
-def main(argv=None):
+def ssn_changes(ssn):
+    """The fields of ``ssn`` that differ from ``SSN.stochastic()`` (the optimizers' default)."""
+    base = rproxjax.SSN.stochastic()
+    return {f.name: getattr(ssn, f.name) for f in dataclasses.fields(ssn)
+            if getattr(ssn, f.name) != getattr(base, f.name)}
+
+
+def main(argv=None, ssn=None):
+    """The benchmark; ``ssn`` (default ``SSN.stochastic()``) are the proximal optimizers'
+    subproblem settings, from which the comparison rows change one field."""
+    ssn = rproxjax.SSN.stochastic() if ssn is None else ssn
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--dtypes", nargs="+", default=list(DTYPES), choices=DTYPES)
     parser.add_argument("--repeats", type=int, default=7, help="timed rounds per (dtype, mu)")
@@ -607,9 +621,10 @@ def main(argv=None):
     print("machine:", machine, flush=True)
     lib = library_state()
     print("library:", lib, flush=True)
-    variants, skipped = step_variants()
-    for row, why in skipped.items():
-        print(f"skipped {NAMES[row]}: {why}", flush=True)
+    changes = ssn_changes(ssn)
+    ssn_text = f"SSN.stochastic({', '.join(f'{k}={v!r}' for k, v in changes.items())})"
+    print("subproblem settings:", ssn_text, flush=True)
+    variants = step_variants(ssn)
 
     steps, sweeps, errors = {}, [], []
     for dtype in args.dtypes:
@@ -617,20 +632,23 @@ def main(argv=None):
         data = jnp.asarray(rproxjax.datasets.load_mnist(N, seed=0, dtype=np.dtype(dtype)))
         x0 = stiefel.random_point(jax.random.key(0), D, R, jnp.dtype(dtype))
         assert data.dtype == jnp.dtype(dtype) and x0.dtype == jnp.dtype(dtype)
-        runs = {m: jax.jit(lambda mu, k, d, x, m=m: run(m, mu, k, d, x))
+        runs = {m: jax.jit(lambda mu, k, d, x, m=m: run(m, ssn, mu, k, d, x))
                 for m in ("sgd", "spb", "subgrad")}
-        scans = {row: (method, make_scan(method, **kw)) for row, (method, kw) in variants.items()}
+        scans = {row: (method, make_scan(method, row_ssn))
+                 for row, (method, row_ssn) in variants.items()}
+        refresh_fn = make_refresh(ssn)
         print(f"{dtype}: data {data.shape} loaded [{time.perf_counter() - tic:.1f} s]", flush=True)
         programs = {} if args.no_sweep else {
-            m: sweep_programs(m, dtype, data, x0) for m in ("sgd", "spb")}
+            m: sweep_programs(m, ssn, dtype, data, x0) for m in ("sgd", "spb")}
         if programs:
-            programs["subgrad"] = sweep_programs("subgrad", dtype, data, x0, with_map=False)
+            programs["subgrad"] = sweep_programs("subgrad", ssn, dtype, data, x0,
+                                                 with_map=False)
         compile_s = {}
         if not args.serial_compile:
             compile_s = _timing.precompile_reported(
-                compile_jobs(dtype, data, x0, runs, scans, programs), dtype)
-        steps[dtype] = bench_steps(dtype, data, x0, runs, scans, args.repeats, seed=100,
-                                    mus=tuple(args.mus))
+                compile_jobs(dtype, data, x0, runs, scans, programs, refresh_fn), dtype)
+        steps[dtype] = bench_steps(dtype, data, x0, runs, scans, refresh_fn, args.repeats,
+                                   seed=100, mus=tuple(args.mus))
         if not args.no_sweep:
             for method in ("sgd", "spb"):
                 try:
@@ -656,10 +674,12 @@ def main(argv=None):
         "time over the median R-Subgrad time of the same rounds; 'paired ratio' the median of "
         "the per-round ratios. The refresh row is one call (full gradient over n); "
         "amortized = (99 SARAH + 1 refresh) / 100.",
-        "ssn_max_steps=0: the prox setup and one evaluation of E, no Newton step (its "
+        "max_steps=0: the prox setup and one evaluation of E, no Newton step (its "
         "iterate is not a solved subproblem; timed from the same state as R-ProxSGD). "
         "R-ProxSGD minus this row is the cost of the Newton steps.",
-    ] + [f"Skipped: {why}." for why in skipped.values()]
+        f"Subproblem settings of R-ProxSGD and R-ProxSPB: {ssn_text}; the rows 'R-ProxSGD, "
+        "<field>=<value>' change that one field.",
+    ]
     print("\n" + "\n".join(notes), flush=True)
     sweep_md = ""
     if sweeps or errors:
@@ -694,7 +714,8 @@ def main(argv=None):
             "settings": {"n": N, "d": D, "r": R, "b": B, "gamma": GAMMA, "eta0": ETA0, "q": Q,
                          "T": T, "warmup_steps": WARMUP_STEPS, "chunk": CHUNK,
                          "sweep_mu": SWEEP_MU, "goal_step_ratio": GOAL_STEP,
-                         "goal_vmap_ratio": GOAL_VMAP, "skipped": skipped, **vars(args)},
+                         "goal_vmap_ratio": GOAL_VMAP, "ssn_changes": changes,
+                         **vars(args)},
             "steps": {dt: {str(mu): res for mu, res in by_mu.items()}
                       for dt, by_mu in steps.items()},
             "sweeps": sweeps,

@@ -1,39 +1,71 @@
-"""step_cost.py with constants of the subproblem kernel set, for A/B runs of a kernel rule.
+"""step_cost.py with other subproblem settings, for A/B runs of a kernel rule.
 
-Each constant is read when a solve is traced, so setting it before step_cost compiles
-anything gives the rule of the run; run the two arms in separate processes, alternating,
-on a quiet machine::
+``--ssn FIELD=VALUE ...`` builds the proximal optimizers' settings
+``rproxjax.SSN.stochastic(FIELD=VALUE, ...)`` (``--preset exact``: ``rproxjax.SSN(...)``),
+VALUE a Python literal (a bare word is taken as a string); the arguments after ``--`` go to
+``step_cost.py``, whose comparison rows then change one field of these settings. Run the arms
+in separate processes, alternating, on a quiet machine::
 
-    python benchmarks/step_cost_ab.py JACOBI_FIRST=False -- --mus 0.2 --no-sweep --no-save
-    python benchmarks/step_cost_ab.py JACOBI_FIRST=True -- --mus 0.2 --no-sweep --no-save
+    python benchmarks/step_cost_ab.py --ssn jacobi_first=False -- --mus 0.2 --no-sweep --no-save
+    python benchmarks/step_cost_ab.py --ssn jacobi_first=True -- --mus 0.2 --no-sweep --no-save
 
-``NAME=VALUE`` pairs name module constants of ``rproxjax._ssn.steps`` (VALUE a Python
-literal); the arguments after ``--`` go to ``step_cost.py``. Results: ``results/jacobi_ab.md``.
+(``results/jacobi_ab.md`` collects four such runs.)
 """
 
 from __future__ import annotations
 
+import argparse
 import ast
+import dataclasses
 import sys
 
-from rproxjax._ssn import steps as _ssn_steps
+import rproxjax
 
 try:  # run as a script: benchmarks/ is on sys.path
     import step_cost
 except ImportError:  # run as `python -m benchmarks.step_cost_ab`
     from benchmarks import step_cost
 
+PRESETS = {"stochastic": rproxjax.SSN.stochastic, "exact": rproxjax.SSN}
+
+
+def _value(text):
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text  # a bare word: a string field such as warm_start=lam_h
+
+
+def settings(pairs, preset="stochastic"):
+    """``PRESETS[preset](**fields)`` from ``FIELD=VALUE`` strings."""
+    names = {f.name for f in dataclasses.fields(rproxjax.SSN)}
+    fields = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or name not in names:
+            raise SystemExit(f"--ssn takes FIELD=VALUE with FIELD one of {sorted(names)}; "
+                             f"got {pair!r}")
+        fields[name] = _value(value)
+    try:
+        return PRESETS[preset](**fields)
+    except (TypeError, ValueError) as err:
+        raise SystemExit(f"--ssn: {err}") from err
+
 
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
+    argv = sys.argv[1:] if argv is None else list(argv)
     split = argv.index("--") if "--" in argv else len(argv)
-    for pair in argv[:split]:
-        name, value = pair.split("=", 1)
-        if not hasattr(_ssn_steps, name):
-            raise SystemExit(f"rproxjax._ssn.steps has no constant {name!r}")
-        setattr(_ssn_steps, name, ast.literal_eval(value))
-        print(f"rproxjax._ssn.steps.{name} = {getattr(_ssn_steps, name)!r}", flush=True)
-    step_cost.main(argv[split + 1:])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n", 1)[0],
+        epilog="Arguments after -- go to step_cost.py (see its --help).")
+    parser.add_argument("--ssn", nargs="*", default=[], metavar="FIELD=VALUE",
+                        help="fields of rproxjax.SSN, e.g. jacobi_first=False")
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="stochastic",
+                        help="SSN.stochastic (the optimizers' default) or SSN (exact solves)")
+    args = parser.parse_args(argv[:split])
+    ssn = settings(args.ssn, args.preset)
+    print(f"subproblem settings: {ssn}", flush=True)
+    step_cost.main(argv[split + 1:], ssn=ssn)
 
 
 if __name__ == "__main__":

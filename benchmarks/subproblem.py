@@ -28,10 +28,10 @@ FLOP model (2 FLOPs per multiply-add; counts from ``SubproblemInfo``):
   2 d r^2 (X^T Y; the prox argument is affine in Lambda, so trial points reuse
   X D);
 * each Newton step (``num_steps``): 2 d r^2 (X D, D the Newton direction);
-* dense path (r < CG_THRESHOLD), each Newton step additionally 2 d r^3 (the K tensor
+* dense path (r < ``SSN().cg_threshold``), each Newton step additionally 2 d r^3 (the K tensor
   X^T diag(mask_i) X for all columns i) + (2/3) m^3 (the LU solve,
   m = r (r + 1) / 2; the Gram matrix is read off K by indexing);
-* CG path (r >= CG_THRESHOLD), each CG iteration (``num_linear_steps``): 4 d r^2
+* CG path (r >= ``SSN().cg_threshold``), each CG iteration (``num_linear_steps``): 4 d r^2
   (X @ H and X^T (mask * .)).
 
 Element-wise work (soft-thresholding, masks, CG vector updates, finiteness
@@ -55,7 +55,6 @@ import jax.numpy as jnp
 
 import rproxjax
 from rproxjax import stiefel
-from rproxjax._ssn import solve as _subproblem
 
 try:  # run as a script: benchmarks/ is on sys.path
     import _timing
@@ -94,7 +93,7 @@ def make_instance(d: int, r: int, dtype, seed: int = 0) -> dict:
 
 
 def solver_path(r: int) -> str:
-    return "cg" if r >= _subproblem.CG_THRESHOLD else "dense"
+    return "cg" if r >= rproxjax.SSN().cg_threshold else "dense"
 
 
 def dense_step_flops(d: int, r: int) -> float:
@@ -125,13 +124,13 @@ def _solve_warm(x, g, t, mu, lam):
 
 @jax.jit
 def _solve_cold_cg(x, g, t, mu):
-    return rproxjax.tangent_prox(x, g, t, rproxjax.l1(mu), linear_solver="cg")
+    return rproxjax.tangent_prox(x, g, t, rproxjax.l1(mu), ssn=rproxjax.SSN(linear_solver="cg"))
 
 
 @jax.jit
 def _solve_no_steps(x, g, t, mu):
     """max_steps=0: dispatch, setup and the first evaluation of E only."""
-    return rproxjax.tangent_prox(x, g, t, rproxjax.l1(mu), max_steps=0)
+    return rproxjax.tangent_prox(x, g, t, rproxjax.l1(mu), ssn=rproxjax.SSN(max_steps=0))
 
 
 def _counts(info) -> dict:

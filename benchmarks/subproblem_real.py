@@ -16,11 +16,12 @@ from the warm starts the file holds:
   warm start, Lambda_0 = sym(X^T G) / 2 + ``lam_s`` (the previous solution's subgradient of h
   at this X; ``tangent_prox(..., subgradient=)`` in the optimizers);
 * "secant, dense, shifted steps, ...": the secant rule with its tight path steps turned off
-  (``_ssn_steps.PATH_STEPS = False``, JAX's caches cleared around it): the secant shift and
-  exact line search in every step, the default rule's tight steps before path steps.
+  (``SSN(path_steps=False)``): the secant shift and exact line search in every step, the
+  default rule's tight steps before path steps.
 
-The secant rule's dense tight solves (``rtol = 0``) take path steps (``rproxjax._ssn.path``);
-"breakpoints mean" counts the threshold crossings they follow per call.
+Every solve's settings are one ``rproxjax.SSN`` value (method, linear solver, tolerances,
+path steps). The secant rule's dense tight solves (``rtol = 0``) take path steps; "breakpoints
+mean" counts the threshold crossings they follow per call.
 
 Tolerances: float64 at tol 1e-8 (goal: mean <= 3, max <= 10 steps, every call
 converged), float32 at its default tolerance (goal: every call converged), and the
@@ -33,7 +34,8 @@ must converge), as the largest entry of the difference and the largest ratio of 
 Frobenius norm to the call's residual ||E|| (float64 only, and over the calls whose
 difference is at least 1e-10, 1e3 times the reference's tolerance: the reference's own error
 can be a few hundred times its tolerance; float32 errors include the instance's rounding).
-Run from the repository root: ``python benchmarks/subproblem_real.py [--quick] [--no-save]``.
+Run from the repository root: ``python benchmarks/subproblem_real.py [--quick] [--no-save]``
+(about 2-4 minutes on 2 CPU cores; ``--quick``: r = 10 only, one timing repeat, about 1).
 """
 
 from __future__ import annotations
@@ -46,23 +48,24 @@ import jax
 jax.config.update("jax_enable_x64", True)
 
 import numpy as np  # noqa: E402
-from _instances import load_instances  # noqa: E402
-from _timing import machine_info, print_table, save_results, time_fn  # noqa: E402
 
 import rproxjax  # noqa: E402
-from rproxjax._ssn import steps as _ssn_steps
+from rproxjax.datasets import load_subproblems  # noqa: E402
 
-CONFIGS = {  # name: (method, warm start, linear solver)
-    "before (reference, auto)": ("reference", "lam", "before"),
-    "secant, dense": ("secant", "lam_h", "dense"),
-    "secant, cg": ("secant", "lam_h", "cg"),
-    "adaptive, dense": ("adaptive", "lam_h", "dense"),
-    "secant, dense, from the subgradient": ("secant", "lam_s", "dense"),
-    "adaptive, dense, from the subgradient": ("adaptive", "lam_s", "dense"),
-    "secant, dense, shifted steps, from the subgradient": ("secant", "lam_s", "dense"),
+try:  # run as a script: benchmarks/ is on sys.path
+    from _timing import machine_info, print_table, save_results, time_fn
+except ImportError:  # run as `python -m benchmarks.subproblem_real`
+    from benchmarks._timing import machine_info, print_table, save_results, time_fn
+
+CONFIGS = {  # name: (method, warm start, linear solver, path steps)
+    "before (reference, auto)": ("reference", "lam", "before", True),
+    "secant, dense": ("secant", "lam_h", "dense", True),
+    "secant, cg": ("secant", "lam_h", "cg", True),
+    "adaptive, dense": ("adaptive", "lam_h", "dense", True),
+    "secant, dense, from the subgradient": ("secant", "lam_s", "dense", True),
+    "adaptive, dense, from the subgradient": ("adaptive", "lam_s", "dense", True),
+    "secant, dense, shifted steps, from the subgradient": ("secant", "lam_s", "dense", False),
 }
-#: Configurations measured with path steps turned off.
-SHIFTED_ONLY = {"secant, dense, shifted steps, from the subgradient"}
 STOCHASTIC_RTOL = rproxjax.SSN_RTOL
 #: The accuracy columns' reference: each float64 instance solved to ||E|| <= REFERENCE_TOL.
 REFERENCE_TOL = 1e-13
@@ -72,12 +75,11 @@ RATIO_FLOOR = 1e3 * REFERENCE_TOL
 STOCHASTIC = f"rtol {STOCHASTIC_RTOL:g}"
 
 
-def solver(method, warm, linear_solver, tol, rtol, max_steps=100):
+def solver(ssn, warm):
+    """jit of (x, g, t, mu, warm start) -> (zeta, info) with settings ``ssn``."""
     @jax.jit
     def solve(x, g, t, mu, start):
-        return rproxjax.tangent_prox(x, g, t, rproxjax.l1(mu), tol=tol, rtol=rtol,
-                                     method=method, linear_solver=linear_solver,
-                                     max_steps=max_steps,
+        return rproxjax.tangent_prox(x, g, t, rproxjax.l1(mu), ssn=ssn,
                                      **{"lam" if warm == "lam_s" else warm: start})
 
     return solve
@@ -87,9 +89,10 @@ def tight_references(r):
     """Each float64 instance's solution to ||E|| <= 1e-13 (secant rule from the optimizers'
     warm start, at most 500 steps; every one must converge): the reference of the accuracy
     columns."""
-    solve = solver("secant", "lam_s", "dense", REFERENCE_TOL, 0.0, max_steps=500)
+    ssn = rproxjax.SSN(tol=REFERENCE_TOL, method="secant", linear_solver="dense", max_steps=500)
+    solve = solver(ssn, "lam_s")
     refs = []
-    for inst in load_instances(r, np.dtype("float64")):
+    for inst in load_subproblems(r, np.float64):
         zeta, info = solve(inst["x"], inst["g"], inst["t"], inst["mu"], _start(inst, "lam_s"))
         if not bool(info.converged):
             raise RuntimeError(f"the tight reference did not converge (r = {r}, mu = "
@@ -114,22 +117,16 @@ def _error_over_residual(diff, info, dtype):
 
 
 def measure(instances, name, dtype, stopping, repeats, refs):
-    method, warm, linear_solver = CONFIGS[name]
+    method, warm, linear_solver, path_steps = CONFIGS[name]
     if stopping == STOCHASTIC:
         tol, rtol = None, STOCHASTIC_RTOL
     else:
         tol, rtol = (1e-8 if dtype == "float64" else None), 0.0
     if linear_solver == "before":  # the library's former "auto": CG from r = 15
         linear_solver = "cg" if instances[0]["x"].shape[1] >= 15 else "dense"
-    default = _ssn_steps.PATH_STEPS
-    _ssn_steps.PATH_STEPS = default and name not in SHIFTED_ONLY
-    jax.clear_caches()  # PATH_STEPS is read when a solve is traced
-    try:
-        return _measure(solver(method, warm, linear_solver, tol, rtol), instances, warm,
-                        dtype, repeats, refs)
-    finally:
-        _ssn_steps.PATH_STEPS = default
-        jax.clear_caches()
+    ssn = rproxjax.SSN(tol=tol, rtol=rtol, method=method, linear_solver=linear_solver,
+                       path_steps=path_steps)
+    return _measure(solver(ssn, warm), instances, warm, dtype, repeats, refs)
 
 
 def _measure(solve, instances, warm, dtype, repeats, refs):
@@ -179,7 +176,7 @@ def main():
     for stopping in ("tol", STOCHASTIC):
         for dtype in ("float64", "float32"):
             for r in ranks:
-                instances = load_instances(r, np.dtype(dtype))
+                instances = load_subproblems(r, np.dtype(dtype))
                 if r not in refs:
                     refs[r] = tight_references(r)
                 for name in CONFIGS:
