@@ -120,21 +120,30 @@ def test_tuning_seeds_must_be_disjoint_from_the_reported_ones(tmp_path):
         experiments.run("spca-mnist-r10", out_dir=tmp_path, config=cfg, progress=False)
 
 
-def test_resume_reads_saved_units_and_refuses_another_configuration(tiny_results, monkeypatch):
+def test_resume_reads_saved_units_and_refuses_another_configuration(tiny_results, tmp_path):
+    """A rerun takes every saved unit from the file as it is there (a mark added to each
+    saved unit comes back), computes again only the unit missing from it (the same curve),
+    and refuses a file of another configuration."""
     name = "spca-fashion-r10"
     first = _run(name, tiny_results)
-    from rproxjax.experiments import _spca
-
-    def fail(*args, **kwargs):
-        raise AssertionError("a saved unit was recomputed")
-
-    monkeypatch.setattr(_spca, "_run", fail)
-    monkeypatch.setattr(_spca, "_grid_search", fail)
-    again = _run(name, tiny_results)
-    assert again["units"] == first["units"]
+    saved = json.loads((tiny_results / f"{name}.json").read_text())
+    missing = (f"run/R-ProxSGD/mu={first['summary']['panels'][0]['key']}/"
+               f"seed={first['config']['seeds'][0]}")
+    del saved["units"][missing]
+    for unit in saved["units"].values():
+        unit["mark"] = "saved"  # no computation writes this field
+    (tmp_path / f"{name}.json").write_text(json.dumps(saved))
+    again = _run(name, tmp_path)
+    computed = {key for key, unit in again["units"].items() if unit.pop("mark", None) is None}
+    assert computed == {missing}
+    assert ({k: v for k, v in again["units"].items() if k != missing}
+            == {k: v for k, v in first["units"].items() if k != missing})
+    for field in ("loss", "ifo_over_n", "final_loss", "nonzeros", "eta"):
+        np.testing.assert_allclose(again["units"][missing][field],
+                                   first["units"][missing][field], rtol=1e-10)
     other = dataclasses.replace(experiments.get_config(name, "tiny"), seed=7)
     with pytest.raises(ValueError, match="another configuration"):
-        experiments.run(name, out_dir=tiny_results, config=other, progress=False)
+        experiments.run(name, out_dir=tmp_path, config=other, progress=False)
 
 
 def test_bad_names_and_sizes():

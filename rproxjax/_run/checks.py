@@ -14,7 +14,7 @@ import jax.numpy as jnp
 
 from rproxjax import _checks
 
-__all__ = ["check_key", "check_loss", "check_opt_state", "positive_int"]
+__all__ = ["check_key", "check_loss", "check_opt_state", "check_optimizer", "positive_int"]
 
 
 def positive_int(name, value, allow_none=True):
@@ -81,11 +81,3 @@ def check_loss(loss_fn, params, sample, batched: bool):
         )
     if not jnp.issubdtype(out.dtype, jnp.floating):
         raise ValueError(f"loss_fn must return a real floating scalar, got {out.dtype}.")
-
-
-def check_chunk_size(chunk_size):
-    return positive_int("chunk_size", chunk_size, allow_none=False)
-
-
-def concrete(value):
-    return _checks.concrete_or_none(value)

@@ -60,7 +60,8 @@ def _start(seed, d, r, dtype):
 
 
 def _optimizer(cfg, eta, mu):
-    return rproxjax.r_prox_spb(eta, cfg.gamma, rproxjax.l1(mu), q=cfg.q, ssn_tol=cfg.ssn_tol)
+    return rproxjax.r_prox_spb(eta, cfg.gamma, rproxjax.l1(mu), q=cfg.q,
+                               ssn=rproxjax.SSN.stochastic(tol=cfg.ssn_tol))
 
 
 def _blocks(cfg) -> int:
@@ -110,8 +111,8 @@ def _timed(cfg, data, eta, mu, seed) -> dict:
             "ifo": int(res.epoch_ifo[-1]), "wall_time": float(res.epoch_time[-1]),
             "wall_time_with_compile": wall,
             "config": f"rproxjax.r_prox_spb(eta, gamma={cfg.gamma}, l1(mu), q={cfg.q}, "
-                      f"ssn_tol={cfg.ssn_tol}); {_blocks(cfg) * cfg.q} iterations, "
-                      f"|S2| = {cfg.batch_size}, |S1| = n, X0 random on St(d, r)",
+                      f"ssn=SSN.stochastic(tol={cfg.ssn_tol})); {_blocks(cfg) * cfg.q} "
+                      f"iterations, |S2| = {cfg.batch_size}, |S1| = n, X0 random on St(d, r)",
             **loadings_metrics(x, np.asarray(data))}
 
 

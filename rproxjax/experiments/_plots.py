@@ -6,37 +6,21 @@ import pathlib
 
 import numpy as np
 
-COLORS = {"R-ProxSPB": "C0", "R-ProxSGD": "C1", "R-Subgrad": "C2", "ManPG": "C3",
-          "SPAMS": "C4", "MiniBatchSparsePCA": "C5", "R-ProxSVRG": "C6", "R-ProxSARAH": "C7"}
+from rproxjax.experiments import _peers_report, _rmc_report
+from rproxjax.experiments._style import COLORS, STAND_INS, pyplot
+
 SPCA_METHODS = ("R-ProxSPB", "R-ProxSGD", "R-ProxSVRG", "R-ProxSARAH", "R-Subgrad", "ManPG")
-STAND_INS = {
-    "mnist": "MNIST",
-    "fashion_mnist": "Fashion-MNIST (stand-in for the paper's COIL-100)",
-}
-VIDEO = "surveillance video (stand-in for the paper's Hall/Airport videos)"
-
-
-def _pyplot():
-    import matplotlib
-
-    if matplotlib.get_backend().lower() not in ("agg", "module://matplotlib_inline.backend_inline"):
-        matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def plot(result: dict, out_dir=None) -> list:
     """Draws the figures of a result; saves PNGs to ``out_dir`` (returns their paths) or,
     with ``out_dir=None``, returns the matplotlib figures."""
     kind = result["config"]["kind"]
-    from rproxjax.experiments import _peers_report, _rmc_report
-
     draw = {"spca": spca_figures, "peers": _peers_report.figures, "rmc": _rmc_report.figures}
     figures = draw[kind](result)
     if out_dir is None:
         return list(figures.values())
-    plt = _pyplot()
+    plt = pyplot()
     paths = []
     for suffix, fig in figures.items():
         path = pathlib.Path(out_dir) / f"{result['name']}{suffix}.png"
@@ -70,7 +54,7 @@ def spca_figures(result: dict) -> dict:
     """One row per mu panel: loss vs IFO/n, loss vs time (median over the seeds with the
     [min, max] band), the Riemannian variance of the estimate vs iteration (median over the
     seeds); and a figure of the gamma panel."""
-    plt = _pyplot()
+    plt = pyplot()
     cfg, units, summary = result["config"], result["units"], result["summary"]
     seeds, panels = cfg["seeds"], summary["panels"]
     marks = {row["panel"]: row["degenerate"] for row in summary["table"]}

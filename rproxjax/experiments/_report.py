@@ -12,7 +12,7 @@ import pathlib
 
 from rproxjax.experiments import _claims, _peers_report, _rmc_report
 from rproxjax.experiments._configs import CONFIGS
-from rproxjax.experiments._plots import STAND_INS
+from rproxjax.experiments._style import STAND_INS
 
 
 def _machine(result) -> str:

@@ -43,23 +43,19 @@ import rproxjax
 from rproxjax import datasets, problems
 from rproxjax._contract import block_cost
 from rproxjax._linalg import mm
+from rproxjax.experiments._spca_protocol import (
+    BLOCK_METHODS,
+    GAMMA_METHODS,
+    METHODS,
+    STOCHASTIC,
+    VARIANCE_METHODS,
+    panel_mus,
+)
+from rproxjax.experiments._spca_summary import summarize
 from rproxjax.experiments._store import Store, check_dtype, say
 
-#: The paper's methods, then R-ProxSVRG and R-ProxSARAH (the cells its Table 1 leaves empty).
-METHODS = ("R-ProxSPB", "R-ProxSGD", "R-Subgrad", "ManPG", "R-ProxSVRG", "R-ProxSARAH")
-BLOCK_METHODS = ("R-ProxSPB", "R-ProxSVRG", "R-ProxSARAH")  # a refresh every q steps
-VARIANCE_METHODS = ("R-ProxSPB", "R-ProxSGD")  # the paper's variance figure compares these
-GAMMA_METHODS = ("R-ProxSPB", "R-ProxSGD")
 MANPG_TOL = 1e-12  # its stopping test ||zeta||^2 / t^2 < tol: never met within the budgets
 NONZERO_TOL = 1e-3  # the paper's sparsity threshold
-# The paper's Table best_eta (MATLAB, its own data scaling; "coil" = COIL-100).
-PAPER_BEST_ETA = {
-    "mnist": {0.2: {"R-Subgrad": 0.01, "R-ProxSGD": 0.005, "R-ProxSPB": 0.005},
-              0.4: {"R-Subgrad": 0.01, "R-ProxSGD": 0.01, "R-ProxSPB": 0.005}},
-    "fashion_mnist": {0.2: {"R-Subgrad": 0.005, "R-ProxSGD": 0.01, "R-ProxSPB": 0.005},
-                      0.4: {"R-Subgrad": 0.01, "R-ProxSGD": 0.01, "R-ProxSPB": 0.005}},
-}
-STOCHASTIC = tuple(m for m in METHODS if m != "ManPG")
 
 
 def load_data(dataset: str, n, seed: int, dtype) -> np.ndarray:
@@ -85,20 +81,11 @@ def degenerate_mu(data: np.ndarray, r: int) -> dict:
             "pixels": pixels.tolist()}
 
 
-def panel_mus(mu_fractions, mus, mu_deg: float) -> list[dict]:
-    """The panels: fractions of mu_deg, then the paper's nominal values ``mus``."""
-    panels = [{"key": f"{f:g}mu_deg", "mu": f * mu_deg, "label": f"mu = {f:g} mu_deg = "
-               f"{f * mu_deg:.3g}", "nominal": False} for f in mu_fractions]
-    panels += [{"key": f"{mu:g}", "mu": float(mu), "label": f"mu = {mu:g} (the paper's)",
-                "nominal": True} for mu in mus]
-    return panels
-
-
 def optimizer(method: str, eta, mu, cfg, *, lipschitz=None, gamma=None):
     """The optimizer of ``method`` with step ``eta`` and l1 weight ``mu`` (arrays allowed)."""
     reg = rproxjax.l1(mu)
     gamma = cfg.gamma if gamma is None else gamma
-    solver = dict(ssn_tol=cfg.ssn_tol, linear_solver=cfg.linear_solver)
+    solver = dict(ssn=rproxjax.SSN.stochastic(tol=cfg.ssn_tol, linear_solver=cfg.linear_solver))
     if method == "R-ProxSPB":
         return rproxjax.r_prox_spb(eta, gamma, reg, q=cfg.q, **solver)
     if method == "R-ProxSGD":
@@ -111,7 +98,7 @@ def optimizer(method: str, eta, mu, cfg, *, lipschitz=None, gamma=None):
         return rproxjax.r_prox_sarah(2 * gamma, jnp.minimum(eta, 1.0), reg, q=cfg.q, **solver)
     if method == "ManPG":
         return rproxjax.manpg(1.0 / lipschitz, reg, tol=MANPG_TOL,
-                              linear_solver=cfg.linear_solver)
+                              ssn=rproxjax.SSN(linear_solver=cfg.linear_solver))
     raise ValueError(f"unknown method {method!r}; choose from {METHODS}.")
 
 
@@ -266,8 +253,6 @@ def run(name, cfg, out_dir, *, force=False, progress=True) -> dict:
                 if method in VARIANCE_METHODS and not store.has(key):
                     store.put(key, _variance_run(method, eta, panel["mu"], cfg, data, seed))
     _gamma_panel(name, cfg, store, data, lipschitz, progress)
-    from rproxjax.experiments._spca_summary import summarize
-
     return store.finish(summarize(store.data))
 
 

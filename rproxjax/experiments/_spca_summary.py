@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from rproxjax.experiments._claims import check, claim
-from rproxjax.experiments._spca import (
+from rproxjax.experiments._spca_protocol import (
     GAMMA_METHODS,
     METHODS,
     PAPER_BEST_ETA,

@@ -1,0 +1,28 @@
+"""The sparse PCA experiment's methods, the paper's Table best_eta and the mu panels: shared
+by the runner (:mod:`rproxjax.experiments._spca`) and its summary
+(:mod:`rproxjax.experiments._spca_summary`), which imports nothing from the runner."""
+
+from __future__ import annotations
+
+#: The paper's methods, then R-ProxSVRG and R-ProxSARAH (the cells its Table 1 leaves empty).
+METHODS = ("R-ProxSPB", "R-ProxSGD", "R-Subgrad", "ManPG", "R-ProxSVRG", "R-ProxSARAH")
+BLOCK_METHODS = ("R-ProxSPB", "R-ProxSVRG", "R-ProxSARAH")  # a refresh every q steps
+VARIANCE_METHODS = ("R-ProxSPB", "R-ProxSGD")  # the paper's variance figure compares these
+GAMMA_METHODS = ("R-ProxSPB", "R-ProxSGD")
+# The paper's Table best_eta (MATLAB, its own data scaling; "coil" = COIL-100).
+PAPER_BEST_ETA = {
+    "mnist": {0.2: {"R-Subgrad": 0.01, "R-ProxSGD": 0.005, "R-ProxSPB": 0.005},
+              0.4: {"R-Subgrad": 0.01, "R-ProxSGD": 0.01, "R-ProxSPB": 0.005}},
+    "fashion_mnist": {0.2: {"R-Subgrad": 0.005, "R-ProxSGD": 0.01, "R-ProxSPB": 0.005},
+                      0.4: {"R-Subgrad": 0.01, "R-ProxSGD": 0.01, "R-ProxSPB": 0.005}},
+}
+STOCHASTIC = tuple(m for m in METHODS if m != "ManPG")
+
+
+def panel_mus(mu_fractions, mus, mu_deg: float) -> list[dict]:
+    """The panels: fractions of mu_deg, then the paper's nominal values ``mus``."""
+    panels = [{"key": f"{f:g}mu_deg", "mu": f * mu_deg, "label": f"mu = {f:g} mu_deg = "
+               f"{f * mu_deg:.3g}", "nominal": False} for f in mu_fractions]
+    panels += [{"key": f"{mu:g}", "mu": float(mu), "label": f"mu = {mu:g} (the paper's)",
+                "nominal": True} for mu in mus]
+    return panels
