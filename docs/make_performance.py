@@ -7,8 +7,8 @@ Each section copies one results file (written by a script of benchmarks/) under 
 heading: its tables and their explanations, with the machine's description reduced to one
 line (no dates, host names or load averages). Files that are not the current measurement of
 the library are left out: dated copies (``*_YYYY-MM-DD.md``), comparisons with earlier
-versions (``compile_time_before.md``, ``jacobi_ab.md``), results whose text names a former
-default (``inexact.md``, ``inexact_wide.md``) and the older single-call scripts' tables
+versions (``jacobi_ab.md``), results whose text names a former
+default (``inexact.md``) and the older single-call scripts' tables
 (``subproblem.md``, ``solvers.md``, ``linear_solver.md``).
 """
 

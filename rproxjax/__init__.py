@@ -29,9 +29,9 @@ from rproxjax._optimizers import (
 from rproxjax._regularizers import L1, L21, l1, l21
 from rproxjax._results import Status, describe
 from rproxjax._run.fit import FitResult, History, fit, pure_fit
-from rproxjax._ssn.solve import SubproblemInfo, default_tol, tangent_prox
 from rproxjax._run.sweep import sweep
 from rproxjax._ssn.config import SSN, SSN_RTOL
+from rproxjax._ssn.solve import SubproblemInfo, default_tol, tangent_prox
 from rproxjax._transforms import (
     ProximalStepState,
     RetractionState,

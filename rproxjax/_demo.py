@@ -55,8 +55,13 @@ def _check_run(n, r, mu, budget, q, batch_size):
 
 
 def run(n=20000, r=10, mu=0.2, budget=4.0, q=100, batch_size=100, seed=0, out_dir=".",
-        plot=True):
-    """Runs the demonstration and returns ``{method: summary dict}``."""
+        plot=True, methods=None):
+    """Runs the demonstration and returns ``{method: summary dict}``.
+
+    ``methods`` maps a name to ``(optimizer, is_spb)`` (``is_spb``: the optimizer runs whole
+    refresh blocks of ``q`` steps); by default R-ProxSPB, R-ProxSGD and R-Subgrad with the
+    regularizer l1(mu). Each method spends at most ``budget`` IFO/n.
+    """
     _check_run(n, r, mu, budget, q, batch_size)
     data = jnp.asarray(datasets.load_mnist(n, seed=seed))
     n, d = data.shape
@@ -66,7 +71,8 @@ def run(n=20000, r=10, mu=0.2, budget=4.0, q=100, batch_size=100, seed=0, out_di
     print(f"online sparse PCA on MNIST: n = {n}, d = {d}, r = {r}, mu = {mu}, "
           f"budget {budget:g} IFO/n, {data.dtype}, {jax.devices()[0].platform}")
     results = {}
-    for name, (opt, spb) in _methods(reg, q).items():
+    methods = _methods(reg, q) if methods is None else methods
+    for name, (opt, spb) in methods.items():
         if spb:  # whole blocks within the budget, a curve point every tenth of a block
             blocks = max(1, int(budget * n // block_cost(q, batch_size, n)))
             steps = _points_step(q)
@@ -107,16 +113,14 @@ def run(n=20000, r=10, mu=0.2, budget=4.0, q=100, batch_size=100, seed=0, out_di
 
 
 def _plot(results, out_dir, mu, r):
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+    try:  # Figure objects draw without pyplot: matplotlib's global backend is left alone
+        from matplotlib.figure import Figure
     except ImportError:
         print("matplotlib is not installed: no figures (pip install -e '.[demo]').")
         return
     out_dir.mkdir(parents=True, exist_ok=True)
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig = Figure(figsize=(6, 4))
+    ax = fig.subplots()
     for name, s in results.items():
         ax.plot(s["curve_ifo"], s["curve_loss"], marker="o", label=name)
     ax.set_xlabel("IFO / n")
@@ -127,9 +131,9 @@ def _plot(results, out_dir, mu, r):
     fig.tight_layout()
     loss_path = out_dir / "demo_loss.png"
     fig.savefig(loss_path, dpi=120)
-    plt.close(fig)
     x = results["R-ProxSPB"]["params"]
-    fig, axes = plt.subplots(1, x.shape[1], figsize=(1.6 * x.shape[1], 2))
+    fig = Figure(figsize=(1.6 * x.shape[1], 2))
+    axes = fig.subplots(1, x.shape[1])
     for j, ax in enumerate(np.atleast_1d(axes)):
         comp = x[:, j].reshape(28, 28)
         lim = np.max(np.abs(comp)) or 1.0
@@ -140,7 +144,6 @@ def _plot(results, out_dir, mu, r):
     fig.tight_layout()
     comp_path = out_dir / "demo_components.png"
     fig.savefig(comp_path, dpi=120)
-    plt.close(fig)
     print(f"saved {loss_path} and {comp_path}")
 
 

@@ -33,8 +33,8 @@ import optax
 import optax.tree_utils as otu
 
 from rproxjax import _checks
-from rproxjax._checks import renamed
 from rproxjax._blocks import as_blocks, map_blocks, total_sq_norm
+from rproxjax._checks import renamed
 from rproxjax._contract import StepInfo
 from rproxjax._results import Status
 from rproxjax._ssn.config import SSN, with_deprecated

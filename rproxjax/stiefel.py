@@ -128,12 +128,9 @@ def _qr_factors_jvp(primals, tangents):
 
 
 #: The polar factor's second pass runs where cond(a)^2 (the ratio of the largest to the
-#: smallest eigenvalue of a^T a) exceeds this. Measured at d = 784, r = 10: one pass leaves
-#: ||U^T U - I||_F at 2-9e-15 (float64) and at the float32 rounding level up to cond(a)^2 =
-#: 1e4 (X + zeta with rank-one tangent steps; random steps stay below 1.5), and 7e-11 /
-#: 6e-3 at 1e8, where the second pass restores 4e-15 / 3e-6. A retraction after a step of
-#: an optimizer (||zeta|| well below 1) has cond(a)^2 near 1. tests/test_stiefel.py checks one
-#: pass at 1e2 and 1e4 and two at 1e8 (d = 60, r = 4).
+#: smallest eigenvalue of a^T a) exceeds this. One pass alone keeps U^T U = I to rounding up
+#: to cond(a)^2 = 1e4 (checked in tests/test_stiefel.py): a margin of 100. Steps of an
+#: optimizer (||zeta|| well below 1) have cond(a)^2 near 1.
 _SECOND_PASS_COND2 = 100.0
 
 
@@ -162,26 +159,21 @@ def _two_passes(a):
     return _second_pass(_inv_sqrt_factor(a)[0])
 
 
-@jax.custom_jvp
-def _polar_factor(a):
+def _polar_factor(a, passes=None):
     """Orthonormal polar factor U V^T of a d x r matrix (or a batch), O(d r^2).
 
-    a (a^T a)^{-1/2} via an r x r eigendecomposition. One pass loses
-    orthogonality like eps * cond(a)^2 at worst; a second pass (on the nearly
-    orthonormal result) restores it to rounding error. On CPU the second pass
-    runs only where some matrix of the batch has cond(a)^2 above
-    ``_SECOND_PASS_COND2`` (:func:`_polar_passes`; under ``jax.vmap`` the lanes
-    share the branch), which saves about a third of a polar retraction (51 ->
-    36 us a step at d = 784, r = 10, float64, ``benchmarks/results/
-    sweep_floor.md``); elsewhere both passes always run (no conditional on the
-    device). The backend is read when the function is traced
-    (``jax.default_backend()``). Derivatives (any order) are in closed form
-    (:func:`_polar_jvp`). Measured 3-5x faster than a thin SVD at d = 784,
-    r = 10 on CPU.
+    a (a^T a)^{-1/2} via an r x r eigendecomposition. One pass loses orthogonality like
+    eps * cond(a)^2 at worst; a second pass (on the nearly orthonormal result) restores it
+    to rounding error. ``passes="auto"`` runs the second pass only where some matrix of the
+    batch has cond(a)^2 above ``_SECOND_PASS_COND2`` (:func:`_polar_passes`; under
+    ``jax.vmap`` the lanes share the branch); ``passes="two"`` always runs both (no
+    conditional on the device). ``None`` (default): ``"auto"`` on CPU, ``"two"``
+    elsewhere, read when the function is traced. Derivatives (any order) are in closed
+    form (:func:`_polar_jvp`).
     """
-    if jax.default_backend() != "cpu":
-        return _two_passes(a)
-    return _polar_batched(a)
+    if passes is None:
+        passes = "auto" if jax.default_backend() == "cpu" else "two"
+    return (_polar_auto if passes == "auto" else _polar_two)(a)
 
 
 def _sylvester(h, m):
@@ -216,8 +208,7 @@ def _gram_root_jvp(primals, tangents):
     return h, _sylvester(h, m + mT(m))
 
 
-@_polar_factor.defjvp
-def _polar_jvp(primals, tangents):
+def _polar_jvp(polar, primals, tangents):
     """The tangent of U = a H^{-1}, H = (a^T a)^{1/2}, in closed form: dU = (da - U dH)
     H^{-1}, with dH from the Sylvester equation H dH + dH H = da^T a + a^T da
     (:func:`_gram_root`, :func:`_sylvester`: divisions by sums s_i + s_j of singular values
@@ -228,7 +219,7 @@ def _polar_jvp(primals, tangents):
     Free of the primal's branch (under vmap a batched cond's select cannot be transposed,
     and custom_vmap has no reverse-mode rule)."""
     (a,), (da,) = primals, tangents
-    u = _polar_factor(a)
+    u = polar(a)
     h = _gram_root(a)
     m = mm(mT(da), a)
     dh = _sylvester(h, m + mT(m))
@@ -255,6 +246,18 @@ def _vmap_as_batch(axis_size, in_batched, a):
 
 _polar_batched = jax.custom_batching.custom_vmap(_polar_passes)
 _polar_batched.def_vmap(_vmap_as_batch)
+
+
+def _polar_with(passes):
+    """The polar factor by ``passes`` as one function with the closed-form derivative."""
+    polar = jax.custom_jvp(passes)
+    polar.defjvp(lambda primals, tangents: _polar_jvp(polar, primals, tangents))
+    return polar
+
+
+#: Second pass where the batch needs it (CPU) / both passes always (accelerators).
+_polar_auto = _polar_with(lambda a: _polar_batched(a))
+_polar_two = _polar_with(lambda a: _two_passes(a))
 
 
 def _exp_parts(x, v):

@@ -9,17 +9,12 @@ import pytest  # noqa: E402
 
 
 @pytest.fixture(params=[None, False], ids=["lanes-default", "lanes-batched"])
-def lanes_flag(request):
-    """Runs a test with the default batching of vmapped solves (lanes mapped one after
-    another on CPU) and with one batched Newton loop (_subproblem.SEQUENTIAL_LANES)."""
-    from rproxjax._ssn import solve as _subproblem
+def lanes(request):
+    """Solver settings with the default batching of vmapped solves (lanes mapped one after
+    another on CPU) and with one batched Newton loop (``SSN.sequential_lanes``)."""
+    import rproxjax
 
-    old = _subproblem.SEQUENTIAL_LANES
-    _subproblem.SEQUENTIAL_LANES = request.param
-    jax.clear_caches()
-    yield request.param
-    _subproblem.SEQUENTIAL_LANES = old
-    jax.clear_caches()
+    return rproxjax.SSN(sequential_lanes=request.param)
 
 
 @pytest.fixture(scope="session")

@@ -39,8 +39,8 @@ import pytest
 import scipy.linalg
 
 import rproxjax
+from rproxjax import SSN, grassmann, problems, stiefel
 from rproxjax import _demo as demo
-from rproxjax import grassmann, problems, stiefel
 from rproxjax.experiments import __main__ as experiments_cli
 
 PKG = pathlib.Path(rproxjax.__file__).resolve().parent
@@ -320,19 +320,19 @@ GEOMETRY = [
          returns(_close(lambda: _ref_project(_pt(), _gm())))),
     case("stiefel.project r=d (skew part)", lambda: stiefel.project(_pt(4, 4), _gm(4, 4)),
          returns(_close(lambda: _ref_project(_pt(4, 4), _gm(4, 4))))),
-    case("stiefel.retract polar", lambda: stiefel.retract(_pt(), _tan(), method="polar"),
+    case("stiefel.retract polar", lambda: stiefel.retract(_pt(), _tan(), retraction="polar"),
          returns(_close(lambda: _ref_polar(_pt(), _tan())))),
-    case("stiefel.retract qr", lambda: stiefel.retract(_pt(), _tan(), method="qr"),
+    case("stiefel.retract qr", lambda: stiefel.retract(_pt(), _tan(), retraction="qr"),
          returns(_close(lambda: _ref_qr(_pt(), _tan())))),
     case("stiefel.retract exp (canonical geodesic)",
-         lambda: stiefel.retract(_pt(), _tan(), method="exp"),
+         lambda: stiefel.retract(_pt(), _tan(), retraction="exp"),
          returns(_close(lambda: _ref_exp(_pt(), _tan()), rtol=1e-9))),
     case("stiefel.retract cayley (dense)",
-         lambda: stiefel.retract(_pt(), _tan(), method="cayley"),
+         lambda: stiefel.retract(_pt(), _tan(), retraction="cayley"),
          returns(_close(lambda: _ref_cayley(_pt(), _tan()), rtol=1e-9))),
     case("stiefel.retract polar r=1", lambda: stiefel.retract(_pt(6, 1), _tan(6, 1)),
          returns(_close(lambda: _ref_polar(_pt(6, 1), _tan(6, 1))))),
-    case("stiefel.retract qr r=d", lambda: stiefel.retract(_pt(4, 4), _tan(4, 4), method="qr"),
+    case("stiefel.retract qr r=d", lambda: stiefel.retract(_pt(4, 4), _tan(4, 4), retraction="qr"),
          returns(_close(lambda: _ref_qr(_pt(4, 4), _tan(4, 4))))),
     case("stiefel.transport", lambda: stiefel.transport(_pt(), _pt(6, 2, 5), _tan()),
          returns(_close(lambda: _ref_project(_pt(6, 2, 5), _tan())))),
@@ -355,13 +355,13 @@ GEOMETRY = [
          lambda: stiefel.retract(_pt().astype(F16), _tan().astype(F16)),
          raises(ValueError, r"\bx\b.*float16")),
     case("stiefel.retract qr bfloat16",
-         lambda: stiefel.retract(_pt().astype(BF16), _tan().astype(BF16), method="qr"),
+         lambda: stiefel.retract(_pt().astype(BF16), _tan().astype(BF16), retraction="qr"),
          raises(ValueError, r"\bx\b.*bfloat16")),
     case("stiefel.retract exp float16",
-         lambda: stiefel.retract(_pt().astype(F16), _tan().astype(F16), method="exp"),
+         lambda: stiefel.retract(_pt().astype(F16), _tan().astype(F16), retraction="exp"),
          raises(ValueError, r"\bx\b.*float16")),
     case("stiefel.retract cayley bfloat16",
-         lambda: stiefel.retract(_pt().astype(BF16), _tan().astype(BF16), method="cayley"),
+         lambda: stiefel.retract(_pt().astype(BF16), _tan().astype(BF16), retraction="cayley"),
          raises(ValueError, r"\bx\b.*bfloat16")),
     case("stiefel.transport float16",
          lambda: stiefel.transport(*(a.astype(F16) for a in (_pt(), _pt(), _tan()))),
@@ -376,7 +376,7 @@ GEOMETRY = [
          raises(ValueError, r"\bx\b and \bv\b.*same dtype")),
     case("stiefel.retract v of another shape", lambda: stiefel.retract(_pt(), _tan()[:5]),
          raises(ValueError, r"\bv\b.*shape")),
-    case("stiefel.retract unknown method", lambda: stiefel.retract(_pt(), _tan(), method="svd"),
+    case("stiefel.retract unknown method", lambda: stiefel.retract(_pt(), _tan(), retraction="svd"),
          raises(ValueError, "retraction method 'svd'")),
     case("stiefel.retract int32", lambda: stiefel.retract(jnp.eye(3, 2, dtype=jnp.int32),
                                                           jnp.zeros((3, 2), jnp.int32)),
@@ -410,7 +410,7 @@ GEOMETRY = [
          lambda: grassmann.principal_angles(_pt(6, 2, 0), _pt(6, 2, 5)),
          returns(_close(_principal_angles_ref, rtol=1e-8, atol=1e-10))),
     case("grassmann.retract exp (not a Grassmann retraction)",
-         lambda: grassmann.retract(_pt(), _tan(), method="exp"),
+         lambda: grassmann.retract(_pt(), _tan(), retraction="exp"),
          raises(ValueError, "Grassmann retraction 'exp'")),
     case("grassmann.project float16",
          lambda: grassmann.project(_pt().astype(F16), _gm().astype(F16)),
@@ -547,27 +547,30 @@ TANGENT_PROX = [
     case("t inf", lambda: tp(_pt(), _gm(), jnp.inf, L1), raises(ValueError, r"\bt\b.*finite")),
     case("t a vector", lambda: tp(_pt(), _gm(), jnp.ones(2), L1),
          raises(ValueError, r"\bt\b must be a scalar")),
-    case("max_steps=True (bool as int)", lambda: tp(_pt(), _gm(), 0.5, None, max_steps=True),
+    case("max_steps=True (bool as int)", lambda: tp(_pt(), _gm(), 0.5, None,
+                                                    ssn=rproxjax.SSN(max_steps=True)),
          raises(ValueError, "max_steps")),
-    case("max_steps < 0", lambda: tp(_pt(), _gm(), 0.5, L1, max_steps=-1),
+    case("max_steps < 0", lambda: tp(_pt(), _gm(), 0.5, L1, ssn=rproxjax.SSN(max_steps=-1)),
          raises(ValueError, "max_steps")),
-    case("max_steps float", lambda: tp(_pt(), _gm(), 0.5, L1, max_steps=5.0),
+    case("max_steps float", lambda: tp(_pt(), _gm(), 0.5, L1, ssn=rproxjax.SSN(max_steps=5.0)),
          raises(ValueError, "max_steps")),
     case("max_steps np.int64 accepted",
-         lambda: tp(_pt(), _gm(), 0.5, L1, max_steps=np.int64(100)),
+         lambda: tp(_pt(), _gm(), 0.5, L1, ssn=rproxjax.SSN(max_steps=np.int64(100))),
          returns(lambda out: np.testing.assert_array_equal(
-             out[0], tp(_pt(), _gm(), 0.5, L1, max_steps=100)[0]))),
-    case("tol = 0", lambda: tp(_pt(), _gm(), 0.5, L1, tol=0.0), raises(ValueError, r"\btol\b")),
-    case("rtol < 0", lambda: tp(_pt(), _gm(), 0.5, L1, rtol=-1.0),
+             out[0], tp(_pt(), _gm(), 0.5, L1, ssn=rproxjax.SSN(max_steps=100))[0]))),
+    case("tol = 0", lambda: tp(_pt(), _gm(), 0.5, L1, ssn=rproxjax.SSN(tol=0.0)),
+         raises(ValueError, r"\btol\b")),
+    case("rtol < 0", lambda: tp(_pt(), _gm(), 0.5, L1, ssn=rproxjax.SSN(rtol=-1.0)),
          raises(ValueError, r"\brtol\b")),
     case("lam and lam_h", lambda: tp(_pt(), _gm(), 0.5, L1, lam=jnp.zeros((2, 2)),
                                      lam_h=jnp.zeros((2, 2))),
          raises(ValueError, r"\blam\b.*\blam_h\b")),
     case("lam of the wrong shape", lambda: tp(_pt(), _gm(), 0.5, L1, lam=jnp.zeros((3, 3))),
          raises(ValueError, r"\blam\b must have shape \(2, 2\)")),
-    case("unknown linear_solver", lambda: tp(_pt(), _gm(), 0.5, L1, linear_solver="lu"),
+    case("unknown linear_solver", lambda: tp(_pt(), _gm(), 0.5, L1,
+                                             ssn=rproxjax.SSN(linear_solver="lu")),
          raises(ValueError, "linear_solver")),
-    case("unknown method", lambda: tp(_pt(), _gm(), 0.5, L1, method="newton"),
+    case("unknown method", lambda: tp(_pt(), _gm(), 0.5, L1, ssn=rproxjax.SSN(method="newton")),
          raises(ValueError, r"\bmethod\b")),
     case("a batch of points", lambda: tp(_pt()[None], _gm()[None], 0.5, L1),
          raises(ValueError, r"\bx\b of shape \(1, 6, 2\).*vmap")),
@@ -593,7 +596,7 @@ TANGENT_PROX = [
     case("non-symmetric lam (secant)", lambda: tp(_pt(), _gm(), 0.5, L1, lam=LAM_SKEW),
          returns(_solves(_pt(), _gm(), 0.5, 0.1))),
     case("non-symmetric lam (reference)",
-         lambda: tp(_pt(), _gm(), 0.5, L1, lam=LAM_SKEW, method="reference"),
+         lambda: tp(_pt(), _gm(), 0.5, L1, lam=LAM_SKEW, ssn=rproxjax.SSN(method="reference")),
          returns(_solves(_pt(), _gm(), 0.5, 0.1))),
     case("non-symmetric lam_h", lambda: tp(_pt(), _gm(), 0.5, L1, lam_h=LAM_SKEW),
          returns(_solves(_pt(), _gm(), 0.5, 0.1))),
@@ -601,7 +604,7 @@ TANGENT_PROX = [
     case("t mu above every entry (secant)", lambda: tp(_pt(), _gm(), 1.0, rproxjax.l1(100.0)),
          returns(_solved_or_collapsed(_pt(), _gm(), 1.0, 100.0))),
     case("t mu above every entry (reference)",
-         lambda: tp(_pt(), _gm(), 1.0, rproxjax.l1(100.0), method="reference"),
+         lambda: tp(_pt(), _gm(), 1.0, rproxjax.l1(100.0), ssn=rproxjax.SSN(method="reference")),
          returns(_solved_or_collapsed(_pt(), _gm(), 1.0, 100.0))),
     case("per-column mu collapsing one column",
          lambda: tp(_pt(), _gm(), 1.0, rproxjax.l1(jnp.array([100.0, 0.01]))),
@@ -659,21 +662,35 @@ FACTORIES = [
          raises(ValueError, r"\breg\b must be None or a regularizer")),
     case("r_prox_sgd unknown retraction", lambda: sgd(0.1, 0.1, L1, retraction="svd"),
          raises(ValueError, "retraction 'svd'")),
-    case("r_prox_sgd unknown ssn_method", lambda: sgd(0.1, 0.1, L1, ssn_method="x"),
-         raises(ValueError, "ssn_method")),
-    case("r_prox_sgd ssn_max_steps < 0", lambda: sgd(0.1, 0.1, L1, ssn_max_steps=-1),
-         raises(ValueError, "ssn_max_steps")),
-    case("r_prox_sgd ssn_max_steps=True", lambda: sgd(0.1, 0.1, L1, ssn_max_steps=True),
-         raises(ValueError, "ssn_max_steps")),
-    case("r_prox_sgd ssn_max_steps np.int64", lambda: sgd(0.1, 0.1, L1,
-                                                          ssn_max_steps=np.int64(5)),
-         returns(_same_optimizer(lambda: sgd(0.1, 0.1, L1, ssn_max_steps=5)))),
-    case("r_prox_sgd ssn_tol < 0", lambda: sgd(0.1, 0.1, L1, ssn_tol=-1.0),
-         raises(ValueError, "ssn_tol")),
-    case("r_prox_sgd ssn_rtol < 0", lambda: sgd(0.1, 0.1, L1, ssn_rtol=-1.0),
-         raises(ValueError, "ssn_rtol")),
-    case("r_prox_sgd unknown linear_solver", lambda: sgd(0.1, 0.1, L1, linear_solver="lu"),
+    case("SSN unknown method", lambda: sgd(0.1, 0.1, L1, ssn=SSN.stochastic(method="x")),
+         raises(ValueError, "SSN.method")),
+    case("SSN max_steps < 0", lambda: sgd(0.1, 0.1, L1, ssn=SSN.stochastic(max_steps=-1)),
+         raises(ValueError, "SSN.max_steps")),
+    case("SSN max_steps=True", lambda: sgd(0.1, 0.1, L1, ssn=SSN.stochastic(max_steps=True)),
+         raises(ValueError, "SSN.max_steps")),
+    case("SSN max_steps np.int64", lambda: sgd(0.1, 0.1, L1,
+                                               ssn=SSN.stochastic(max_steps=np.int64(5))),
+         returns(_same_optimizer(lambda: sgd(0.1, 0.1, L1,
+                                             ssn=SSN.stochastic(max_steps=5))))),
+    case("SSN tol < 0", lambda: sgd(0.1, 0.1, L1, ssn=SSN.stochastic(tol=-1.0)),
+         raises(ValueError, r"\btol\b")),
+    case("SSN rtol < 0", lambda: sgd(0.1, 0.1, L1, ssn=SSN.stochastic(rtol=-1.0)),
+         raises(ValueError, r"\brtol\b")),
+    case("SSN unknown linear_solver", lambda: sgd(0.1, 0.1, L1,
+                                                  ssn=SSN.stochastic(linear_solver="lu")),
          raises(ValueError, "linear_solver")),
+    case("SSN rho_scale < 0", lambda: SSN(rho_scale=-1.0), raises(ValueError, "rho_scale")),
+    case("SSN escalate NaN", lambda: SSN(escalate=float("nan")), raises(ValueError, "escalate")),
+    case("SSN path_steps a string", lambda: SSN(path_steps="yes"),
+         raises(ValueError, "path_steps")),
+    case("SSN sequential_lanes a string", lambda: SSN(sequential_lanes="cpu"),
+         raises(ValueError, "sequential_lanes")),
+    case("SSN unknown warm_start", lambda: SSN(warm_start="lam"),
+         raises(ValueError, "warm_start")),
+    case("r_prox_sgd ssn not an SSN", lambda: sgd(0.1, 0.1, L1, ssn={"tol": 1e-3}),
+         raises(TypeError, "ssn must be an rproxjax.SSN")),
+    case("r_prox_sgd unknown keyword", lambda: sgd(0.1, 0.1, L1, ssn_rho=1.0),
+         raises(TypeError, "ssn_rho")),
     case("r_prox_sgd reg and blocks", lambda: sgd(0.1, 0.1, L1, blocks=rproxjax.Stiefel()),
          raises(ValueError, r"\breg\b.*\bblocks\b")),
     case("r_prox_sgd blocks not blocks", lambda: sgd(0.1, 0.1, blocks={"a": 1}),
@@ -712,8 +729,9 @@ FACTORIES = [
     case("manpg max_backtracks=2.5", lambda: rproxjax.manpg(0.1, L1, tol=1e-8,
                                                             max_backtracks=2.5),
          raises(ValueError, "max_backtracks")),
-    case("manpg ssn_max_steps < 0", lambda: rproxjax.manpg(0.1, L1, tol=1e-8, ssn_max_steps=-1),
-         raises(ValueError, "ssn_max_steps")),
+    case("manpg ssn max_steps < 0", lambda: rproxjax.manpg(0.1, L1, tol=1e-8,
+                                                            ssn=SSN(max_steps=-1)),
+         raises(ValueError, "SSN.max_steps")),
     case("inverse_sqrt_schedule init_value < 0", lambda: rproxjax.inverse_sqrt_schedule(-1.0),
          raises(ValueError, "init_value")),
     case("inverse_sqrt_schedule offset = 0",
@@ -727,7 +745,7 @@ FACTORIES = [
          lambda: rproxjax.subgradient_direction(0.1), raises(ValueError, r"\breg\b")),
     case("retract learning_rate < 0", lambda: rproxjax.retract(-0.5),
          raises(ValueError, "learning_rate")),
-    case("retract unknown method", lambda: rproxjax.retract(0.5, method="svd"),
+    case("retract unknown method", lambda: rproxjax.retract(0.5, retraction="svd"),
          raises(ValueError, "retraction 'svd'")),
     case("SSN max_steps < 0", lambda: rproxjax.SSN(max_steps=-1),
          raises(ValueError, "max_steps")),
@@ -777,7 +795,7 @@ def _halted_zero_update(out):
 
 
 def _sgd_nan_then_finite():
-    opt = _sgd(ssn_method="secant")
+    opt = _sgd(ssn=SSN.stochastic(method="secant"))
     state = opt.init(_pt())
     _, state = opt.update(_gm().at[0, 0].set(jnp.nan), state, _pt())
     return opt.update(_gm(), state, _pt())  # sticky: still halted, still zero
@@ -801,7 +819,8 @@ def _manpg_nan_value():
 
 
 def _collapsed_step():
-    opt = rproxjax.r_prox_sgd(1.0, 1.0, rproxjax.l1(100.0), ssn_method="reference")
+    opt = rproxjax.r_prox_sgd(1.0, 1.0, rproxjax.l1(100.0),
+                              ssn=rproxjax.SSN.stochastic(method="reference"))
     x = _pt()
     updates, state = opt.update(_gm(), opt.init(x), x)
     return optax.apply_updates(x, updates), state
@@ -840,7 +859,7 @@ INIT_UPDATE = [
              _pt()), OFF),
          raises(ValueError, r"\bparams\b.*manifold")),
     case("retract(exp) init, X off the manifold",
-         lambda: rproxjax.retract(0.5, method="exp").init(OFF),
+         lambda: rproxjax.retract(0.5, retraction="exp").init(OFF),
          raises(ValueError, r"\bparams\b.*manifold")),
     case("r_prox_sgd init float16", lambda: _sgd().init(_pt().astype(F16)),
          raises(ValueError, r"\bparams\b.*float16")),
@@ -971,7 +990,7 @@ def _on_manifold_throughout(res):
 
 def _collapse_fit(retraction, method, mu=100.0):
     opt = rproxjax.r_prox_sgd(1.0, 1.0, rproxjax.l1(mu), retraction=retraction,
-                              ssn_method=method)
+                              ssn=rproxjax.SSN.stochastic(method=method))
     return _fit(opt, num_epochs=2)
 
 
@@ -1338,28 +1357,15 @@ def test_problems(fn, expected):
 # ============================================================================ command lines
 
 
-@pytest.fixture
-def tiny_mnist(monkeypatch):
-    """The demo on 12 'pixels' (load_mnist replaced by seeded centred float32 data), with its
-    three methods' h = 0 variants (same estimators, refresh blocks and IFO accounting, no
-    Newton loop to compile: the command line and the budget arithmetic are under test here,
-    the solvers everywhere else)."""
-
-    def load(n=None, *, seed=0, **_):
-        rng = np.random.default_rng(seed)
-        data = (rng.normal(size=(n, 12)) * np.linspace(2.0, 0.2, 12)).astype(np.float32)
-        return data - data.mean(axis=0)
-
-    def methods(reg, q):
-        del reg
-        return {
-            "R-ProxSPB": (rproxjax.r_spider_boost(0.5, 0.1, q=q), True),
-            "R-ProxSGD": (rproxjax.r_prox_sgd(rproxjax.inverse_sqrt_schedule(1.0), 0.1), False),
-            "R-Subgrad": (rproxjax.r_subgrad(rproxjax.inverse_sqrt_schedule(0.05)), False),
-        }
-
-    monkeypatch.setattr(rproxjax.datasets, "load_mnist", load)
-    monkeypatch.setattr(demo, "_methods", methods)
+def _smooth_methods(q):
+    """The demo's three methods as their h = 0 variants (same estimators, refresh blocks and
+    IFO accounting, no Newton loop to compile: the budget arithmetic is under test here, the
+    solvers everywhere else)."""
+    return {
+        "R-ProxSPB": (rproxjax.r_spider_boost(0.5, 0.1, q=q), True),
+        "R-ProxSGD": (rproxjax.r_prox_sgd(rproxjax.inverse_sqrt_schedule(1.0), 0.1), False),
+        "R-Subgrad": (rproxjax.r_subgrad(rproxjax.inverse_sqrt_schedule(0.05)), False),
+    }
 
 
 def _usage_error(stderr, name):
@@ -1439,14 +1445,14 @@ CLI = [
 
 
 @pytest.mark.parametrize("fn, expected", CLI)
-def test_cli(fn, expected, capsys, tiny_mnist):
+def test_cli(fn, expected, capsys):
     expected(fn, capsys)
 
 
-def test_demo_budgets_are_equal(tiny_mnist):
+def test_demo_budgets_are_equal():
     """Equal IFO budgets: every method spends at most the budget and less than one of its
     epochs (R-ProxSPB: a block, 5 IFO/n here) below it."""
-    results = demo.run(n=200, r=2, q=5, budget=6.0, plot=False)
+    results = demo.run(n=200, r=2, q=5, budget=6.0, plot=False, methods=_smooth_methods(5))
     epoch = {"R-ProxSPB": 5.0, "R-ProxSGD": 1.0, "R-Subgrad": 1.0}
     spent = {name: s["ifo_over_n"] for name, s in results.items()}
     assert all(6.0 - epoch[m] < v <= 6.0 + 1e-9 for m, v in spent.items()), spent
@@ -1463,8 +1469,8 @@ def _scales(rng, count):
 
 def _prox_and_step(x, g, t, mu, eta):
     """tangent_prox at (X, G, t, mu), and one R-ProxSGD step (gamma = t) from X."""
-    zeta, info = tp(x, g, t, rproxjax.l1(mu), max_steps=30)
-    opt = rproxjax.r_prox_sgd(eta, t, rproxjax.l1(mu), ssn_max_steps=30)
+    zeta, info = tp(x, g, t, rproxjax.l1(mu), ssn=rproxjax.SSN(max_steps=30))
+    opt = rproxjax.r_prox_sgd(eta, t, rproxjax.l1(mu), ssn=rproxjax.SSN.stochastic(max_steps=30))
     updates, state = opt.update(g, opt.init(x), x)
     step = rproxjax.step_info(state)
     return zeta, info, optax.apply_updates(x, updates), step.halted, step.ssn.status

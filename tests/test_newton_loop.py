@@ -23,56 +23,62 @@ import pytest
 import rproxjax
 from rproxjax import _regularizers
 from rproxjax._ssn import linear as _newton
-from rproxjax._ssn import steps as _ssn_steps
 from rproxjax._ssn import solve as _subproblem
-from tests.kernel_rules import loose_rule
+from rproxjax._ssn import steps as _ssn_steps
 from tests.subproblem_instances import load_instances
+
+
+def _problem(x, reg, t, tol, rtol):
+    return _ssn_steps.Problem(x, x.T, t, reg, tol, rtol)
 
 
 def test_loop_returns_the_iterate_that_meets_the_stopping_test():
     x = jnp.eye(4, 2)
     u = jnp.eye(4)[:, 2:]  # orthogonal to X
     reg = rproxjax.l1(0.0)  # prox = identity: Y = W
-    t, tol, rtol = jnp.asarray(0.1), jnp.asarray(1e-10), jnp.asarray(0.5)
+    p = _problem(x, reg, jnp.asarray(0.1), jnp.asarray(1e-10), jnp.asarray(0.5))
     w0 = 1.1 * x  # E = 0.2 I: ||E|| = 0.28 > 0.5 ||Y - X|| = 0.07
     y1 = 1.2 * x + 3.0 * u  # E = 0.4 I: ||E|| = 0.57, larger, but < 0.5 ||Y - X|| = 2.1
-    _, jac1, e1, norm1 = _ssn_steps.residual(x, x.T, t, reg, y1)
+    at_y1 = _ssn_steps.residual(p, y1)
 
-    def step(aux, lam, w, y, jac, e, norm_e):
-        return aux, (lam + 1.0, y1, y1, jac1, e1, norm1, jnp.int32(0), jnp.int32(1))
+    def rule(p, ssn, escalated, it):
+        new = _ssn_steps.Iterate.at(it.lam + 1.0, y1, at_y1)
+        return _ssn_steps.StepResult(escalated, new, _ssn_steps.counts(0), jnp.int32(1))
 
-    start = (jnp.zeros((2, 2)), w0, *_ssn_steps.residual(x, x.T, t, reg, w0))
-    k, status, _, _, (lam, y, norm_e, w) = _subproblem._newton_loop(
-        step, x, tol, rtol, 10, start)
-    assert int(k) == 1 and int(status) == rproxjax.Status.SUCCESSFUL
-    assert bool(_ssn_steps.meets_stopping_test(x, y, norm_e, tol, rtol))
+    start = _ssn_steps.Iterate.at(jnp.zeros((2, 2)), w0, _ssn_steps.residual(p, w0))
+    out = _subproblem.newton_loop(p, rproxjax.SSN(max_steps=10), start, rule)
+    lam, y, norm_e, _ = out.best
+    assert int(out.num_steps) == 1 and int(out.status) == rproxjax.Status.SUCCESSFUL
+    assert bool(_ssn_steps.stops(p, y, norm_e))
     np.testing.assert_allclose(y, y1)
-    np.testing.assert_allclose(float(norm_e), float(norm1))
+    np.testing.assert_allclose(float(norm_e), float(at_y1.norm_e))
     np.testing.assert_allclose(lam, jnp.ones((2, 2)))
 
 
 def test_a_non_finite_step_ends_the_loop_at_the_best_finite_iterate():
     x = jnp.eye(4, 2)
     reg = rproxjax.l1(0.0)  # prox = identity: Y = W
-    t, tol, rtol = jnp.asarray(0.1), jnp.asarray(1e-10), jnp.asarray(0.5)
+    p = _problem(x, reg, jnp.asarray(0.1), jnp.asarray(1e-10), jnp.asarray(0.5))
     w0 = 1.2 * x  # E = 0.4 I
     y1 = 1.05 * x  # E = 0.1 I: smaller, but above 0.5 ||Y - X||
-    _, jac1, e1, norm1 = _ssn_steps.residual(x, x.T, t, reg, y1)
+    _, jac1, e1, norm1 = _ssn_steps.residual(p, y1)
     nan = jnp.full_like(y1, jnp.nan)
 
-    def step(second, lam, w, y, jac, e, norm_e):
+    def rule(p, ssn, second, it):
         # The first call moves to y1, the second returns a NaN multiplier with a finite and
         # smaller ||E|| (the soft-threshold maps NaN to 0): it must count as non-finite and
         # never become the best iterate.
         new = jax.tree.map(lambda a, b: jnp.where(second, a, b),
-                           (lam + jnp.nan, nan, nan, jac1, 0.5 * e1, 0.5 * norm1),
-                           (lam + 1.0, y1, y1, jac1, e1, norm1))
-        return jnp.bool_(True), (*new, jnp.int32(0), jnp.int32(1))
+                           (it.lam + jnp.nan, nan, nan, jac1, 0.5 * e1, 0.5 * norm1),
+                           (it.lam + 1.0, y1, y1, jac1, e1, norm1))
+        return _ssn_steps.StepResult(jnp.bool_(True), _ssn_steps.Iterate(*new),
+                                     _ssn_steps.counts(0), jnp.int32(1))
 
-    start = (jnp.zeros((2, 2)), w0, *_ssn_steps.residual(x, x.T, t, reg, w0))
-    k, status, _, n_eval, (lam, y, norm_e, w) = _subproblem._newton_loop(
-        step, x, tol, rtol, 10, start)
-    assert int(k) == 2 and int(status) == rproxjax.Status.NONFINITE and int(n_eval) == 3
+    start = _ssn_steps.Iterate.at(jnp.zeros((2, 2)), w0, _ssn_steps.residual(p, w0))
+    out = _subproblem.newton_loop(p, rproxjax.SSN(max_steps=10), start, rule)
+    lam, y, norm_e, w = out.best
+    assert int(out.num_steps) == 2 and int(out.status) == rproxjax.Status.NONFINITE
+    assert int(out.evaluations) == 3
     np.testing.assert_allclose(y, y1)
     np.testing.assert_allclose(w, y1)
     np.testing.assert_allclose(float(norm_e), float(norm1))
@@ -84,23 +90,17 @@ def _instance():
 
 
 @pytest.mark.parametrize("sequential", [True, False])
-def test_a_warm_start_that_meets_the_test_takes_no_step(sequential, monkeypatch):
+def test_a_warm_start_that_meets_the_test_takes_no_step(sequential):
     inst = _instance()
     reg = rproxjax.l1(inst["mu"])
+    x, g, t = inst["x"], inst["g"], inst["t"]
     # The tight solution as the warm start: it meets the loose test at once.
-    _, tight = rproxjax.tangent_prox(inst["x"], inst["g"], inst["t"], reg, tol=1e-12,
-                                     lam=inst["lam0"])
-    monkeypatch.setattr(_subproblem, "SEQUENTIAL_LANES", sequential)
-    jax.clear_caches()
-    try:
-        solve = jax.jit(jax.vmap(
-            lambda mu: rproxjax.tangent_prox(inst["x"], inst["g"], inst["t"], rproxjax.l1(mu),
-                                             rtol=0.1, lam=tight.lam, method="adaptive")))
-        zeta, info = solve(jnp.full((2,), inst["mu"]))
-        single, info1 = rproxjax.tangent_prox(inst["x"], inst["g"], inst["t"], reg, rtol=0.1,
-                                              lam=tight.lam, method="adaptive")
-    finally:
-        jax.clear_caches()
+    _, tight = rproxjax.tangent_prox(x, g, t, reg, lam=inst["lam0"], ssn=rproxjax.SSN(tol=1e-12))
+    ssn = rproxjax.SSN(rtol=0.1, method="adaptive", sequential_lanes=sequential)
+    solve = jax.jit(jax.vmap(
+        lambda mu: rproxjax.tangent_prox(x, g, t, rproxjax.l1(mu), lam=tight.lam, ssn=ssn)))
+    zeta, info = solve(jnp.full((2,), inst["mu"]))
+    single, info1 = rproxjax.tangent_prox(x, g, t, reg, lam=tight.lam, ssn=ssn)
     assert np.all(np.asarray(info.num_steps) == 0) and bool(jnp.all(info.converged))
     assert int(info1.num_steps) == 0 and int(info1.num_evaluations) == 1
     np.testing.assert_allclose(zeta[0], single, atol=1e-14)
@@ -108,22 +108,19 @@ def test_a_warm_start_that_meets_the_test_takes_no_step(sequential, monkeypatch)
 
 
 def test_a_loose_step_that_meets_the_test_takes_no_line_search():
-    # With full steps by their cut alone all but turned off (UNIT_ACCEPT tiny), a loose step is
+    # With full steps by their cut alone all but turned off (unit_accept tiny), a loose step is
     # still taken in full, evaluating E once (2 evaluations in a one-step call: the start and
     # the step), when it meets the stopping test; a line search would evaluate E twice more.
-    rule = (_ssn_steps.LOOSE_RHO_SCALE, _ssn_steps.LOOSE_SECANT_SHIFT, 1e-12,
-            _ssn_steps.JACOBI_FIRST)
+    ssn = rproxjax.SSN.stochastic(unit_accept=1e-12)
     full = searched = 0
-    with loose_rule(rule):
-        for r in (10, 15):
-            for inst in load_instances(r, np.float64):
-                _, info = rproxjax.tangent_prox(
-                    inst["x"], inst["g"], inst["t"], rproxjax.l1(inst["mu"]),
-                    rtol=rproxjax.SSN_RTOL, method="adaptive", lam=inst["lam0"])
-                assert bool(info.converged)
-                if int(info.num_steps) == 1:
-                    full += int(info.num_evaluations) == 2
-                    searched += int(info.num_evaluations) == 3
+    for r in (10, 15):
+        for inst in load_instances(r, np.float64):
+            _, info = rproxjax.tangent_prox(inst["x"], inst["g"], inst["t"],
+                                            rproxjax.l1(inst["mu"]), lam=inst["lam0"], ssn=ssn)
+            assert bool(info.converged)
+            if int(info.num_steps) == 1:
+                full += int(info.num_evaluations) == 2
+                searched += int(info.num_evaluations) == 3
     assert full >= 3, (full, searched)
 
 @pytest.mark.parametrize("r", [1, 2, 5, 10, 16])
@@ -182,12 +179,12 @@ def _first_step_cosine(reg, inst, direction):
     at the warm start; None where the warm start already meets the test."""
     x, g, t, lam0 = (jnp.asarray(inst[k]) for k in ("x", "g", "t", "lam0"))
     w0 = x - t * g + 2 * t * x @ lam0
-    y0, jac0, e0, n0 = _ssn_steps.residual(x, x.T, t, reg, w0)
     tol, rtol = rproxjax.default_tol(jnp.float64), rproxjax.SSN_RTOL
+    y0, jac0, e0, n0 = _ssn_steps.residual(_problem(x, reg, t, tol, rtol), w0)
     if bool(_ssn_steps.meets_stopping_test(x, y0, n0, tol, rtol)):
         return None
-    _, info = rproxjax.tangent_prox(x, g, t, reg, lam=lam0, rtol=rtol, max_steps=1,
-                                    method="adaptive")
+    ssn = rproxjax.SSN(rtol=rtol, max_steps=1, method="adaptive")
+    _, info = rproxjax.tangent_prox(x, g, t, reg, lam=lam0, ssn=ssn)
     d = np.asarray(direction(x, t, jac0, e0, float(n0))).ravel()
     step = np.asarray(info.lam - lam0).ravel()
     return step @ d / (np.linalg.norm(step) * np.linalg.norm(d))
@@ -198,7 +195,7 @@ def test_a_loose_adaptive_solve_steps_along_the_jacobi_direction_first():
     # length the step rule takes, is parallel to -E_0 / (4t Ghat_0 + rho_0), computed here.
     def jacobi(x, t, jac, e, norm_e):
         reg = rproxjax.l1(0.0)  # jacobian_gram_diagonal reads the mask alone
-        rho = _ssn_steps.JACOBI_RHO_SCALE * min(norm_e, 0.1) + 4 * float(t) * 2.0**-52
+        rho = rproxjax.SSN().jacobi_rho_scale * min(norm_e, 0.1) + 4 * float(t) * 2.0**-52
         return -e / (4 * t * reg.jacobian_gram_diagonal(x, jac) + rho)
 
     cosines = [_first_step_cosine(rproxjax.l1(i["mu"]), i, jacobi)
@@ -220,7 +217,7 @@ def test_a_regularizer_without_the_gram_diagonal_gets_newton_steps():
     assert not hasattr(_L1WithoutDiagonal(0.1), "jacobian_gram_diagonal")
 
     def plain_newton(x, t, jac, e, norm_e):  # the adaptive rule's plain step, no shift
-        rho = _ssn_steps.PLAIN_RHO_SCALE * min(norm_e, 0.1) + 4 * float(t) * 2.0**-52
+        rho = rproxjax.SSN().plain_rho_scale * min(norm_e, 0.1) + 4 * float(t) * 2.0**-52
         reg = rproxjax.l1(0.0)  # jacobian_gram reads the mask alone
         return _newton.dense_direction(x, t, reg, jac, e, jnp.zeros_like(e), rho)[0]
 
@@ -233,7 +230,7 @@ def test_a_regularizer_without_the_gram_diagonal_gets_newton_steps():
         out = {}
         for reg in (rproxjax.l1(inst["mu"]), _L1WithoutDiagonal(jnp.asarray(inst["mu"]))):
             zeta, info = rproxjax.tangent_prox(inst["x"], inst["g"], inst["t"], reg, lam=lam0,
-                                               rtol=rproxjax.SSN_RTOL, method="adaptive")
+                                               ssn=rproxjax.SSN.stochastic())
             assert bool(info.converged)
             out[type(reg).__name__] = (zeta, info)
         # Same problem, same stopping test: the two solutions agree to the loose tolerance.
@@ -241,21 +238,20 @@ def test_a_regularizer_without_the_gram_diagonal_gets_newton_steps():
         assert float(jnp.linalg.norm(z1 - z2)) <= 0.2 * float(jnp.linalg.norm(z1)) + 1e-8
 
 
-def test_loose_solves_with_jacobi_steps_agree_mapped_and_batched(monkeypatch):
+def test_loose_solves_with_jacobi_steps_agree_mapped_and_batched():
     # Lanes that need steps, with different mu: mapped lanes take real branches, a batched
     # loop selects between the Jacobi and the Newton direction per lane.
     insts = [i for i in load_instances(10, np.float64) if i["mu"] in (0.05, 0.2)][:4]
     x, g, t = (jnp.asarray(insts[0][k]) for k in ("x", "g", "t"))
     mus = jnp.asarray([0.05, 0.1, 0.2, 0.3])
     out = {}
+    lam_h = jnp.asarray(insts[0]["lam_s"])
     for sequential in (True, False):
-        monkeypatch.setattr(_subproblem, "SEQUENTIAL_LANES", sequential)
-        jax.clear_caches()
-        solve = jax.jit(jax.vmap(lambda mu: rproxjax.tangent_prox(
-            x, g, t, rproxjax.l1(mu), rtol=rproxjax.SSN_RTOL, method="adaptive",
-            lam_h=jnp.asarray(insts[0]["lam_s"]))))
+        ssn = rproxjax.SSN.stochastic(sequential_lanes=sequential)
+        solve = jax.jit(jax.vmap(
+            lambda mu, ssn=ssn: rproxjax.tangent_prox(x, g, t, rproxjax.l1(mu), lam_h=lam_h,
+                                                      ssn=ssn)))
         out[sequential] = solve(mus)
-    jax.clear_caches()
     (z_map, i_map), (z_bat, i_bat) = out[True], out[False]
     assert bool(jnp.all(i_map.converged)) and bool(jnp.all(i_bat.converged))
     assert int(jnp.sum(i_map.num_steps)) > 0

@@ -21,7 +21,7 @@ def _run_manpg(ref, adaptive, steps, ssn_method="reference"):
     reg = rproxjax.l1(ref.mu)
     f = lambda x: -jnp.trace(x.T @ a @ x)  # noqa: E731
     opt = rproxjax.manpg(ref.t, reg, tol=1e-8 * 100 * 5, adaptive=adaptive,
-                         ssn_method=ssn_method)
+                         ssn=rproxjax.SSN(method=ssn_method))
 
     @jax.jit
     def run(x0):
@@ -303,7 +303,7 @@ def test_mixed_geometry_blocks_in_chain_jit_and_vmap():
 
 @pytest.mark.parametrize("method", ["R-ProxSGD", "R-ProxSPB"])
 def test_default_inexact_subproblems_leave_the_loss_unchanged(method):
-    # The stochastic optimizers' default (ssn_rtol = SSN_RTOL, the adaptive rule) against
+    # The optimizers' default (SSN.stochastic(): rtol = SSN_RTOL, the adaptive rule) against
     # solves to 1e-10 by the secant rule on the same samples: F moves by less than the
     # seed-to-seed spread of the exact runs at every curve point (the criterion of
     # benchmarks/results/inexact_loose.md, at paper size), in far fewer Newton steps; at
@@ -317,15 +317,16 @@ def test_default_inexact_subproblems_leave_the_loss_unchanged(method):
     x0 = stiefel.random_point(jax.random.key(0), 784, 5, jnp.float64)
     reg = rproxjax.l1(0.2)
 
-    def run(key=1, **ssn):
+    def run(key=1, **changes):
+        ssn = rproxjax.SSN.stochastic(**changes)
         if method == "R-ProxSGD":
-            opt = rproxjax.r_prox_sgd(rproxjax.inverse_sqrt_schedule(1.0), 0.1, reg, **ssn)
+            opt = rproxjax.r_prox_sgd(rproxjax.inverse_sqrt_schedule(1.0), 0.1, reg, ssn=ssn)
         else:
-            opt = rproxjax.r_prox_spb(0.5, 0.1, reg, q=20, **ssn)
+            opt = rproxjax.r_prox_spb(0.5, 0.1, reg, q=20, ssn=ssn)
         return rproxjax.fit(opt, problems.spca_loss, x0, data, key=jax.random.key(key),
                             batch_size=20, num_epochs=2, steps_per_epoch=60)
 
-    exact_settings = {"ssn_rtol": 0.0, "ssn_method": "secant"}
+    exact_settings = {"rtol": 0.0, "method": "secant"}
     exact = run(**exact_settings)
     others = np.stack([run(key, **exact_settings).epoch_loss for key in (2, 3)])
     losses = np.concatenate([others, np.asarray(exact.epoch_loss)[None]])
@@ -333,7 +334,7 @@ def test_default_inexact_subproblems_leave_the_loss_unchanged(method):
     default = run()
     assert np.all(np.abs(default.epoch_loss - exact.epoch_loss) <= spread), (
         default.epoch_loss, exact.epoch_loss, spread)
-    np.testing.assert_allclose(run(ssn_rtol=1e-2).epoch_loss, exact.epoch_loss, rtol=2e-3)
+    np.testing.assert_allclose(run(rtol=1e-2).epoch_loss, exact.epoch_loss, rtol=2e-3)
     steps, exact_steps = (float(jnp.mean(r.history.ssn_steps)) for r in (default, exact))
     assert steps < 0.3 * exact_steps, (steps, exact_steps)
     assert float(default.history.feasibility[-1]) < 1e-12
@@ -350,11 +351,12 @@ def test_subgradient_warm_start_saves_newton_steps_along_a_run():
     x = stiefel.random_point(jax.random.key(0), 784, 10, jnp.float64)
     reg = rproxjax.l1(0.8)
     # rtol 1e-2 (tighter than the default) leaves Newton steps to compare at mu = 0.8.
-    opt = rproxjax.r_prox_sgd(rproxjax.inverse_sqrt_schedule(1.0), 0.1, reg, ssn_rtol=1e-2)
+    opt = rproxjax.r_prox_sgd(rproxjax.inverse_sqrt_schedule(1.0), 0.1, reg,
+                              ssn=rproxjax.SSN.stochastic(rtol=1e-2))
     loss = lambda p, b: jnp.mean(jax.vmap(problems.spca_loss, (None, 0))(p, b))  # noqa: E731
     step = jax.jit(lambda x, s, b: opt.update(jax.grad(loss)(x, b), s, x))
-    solve = jax.jit(lambda x, g, warm: rproxjax.tangent_prox(x, g, 0.1, reg, rtol=1e-2,
-                                                             method="adaptive", **warm))
+    ssn = rproxjax.SSN(rtol=1e-2, method="adaptive")
+    solve = jax.jit(lambda x, g, warm: rproxjax.tangent_prox(x, g, 0.1, reg, **warm, ssn=ssn))
     state = opt.init(x)
     rng = np.random.default_rng(0)
     steps = {"subgradient": [], "lam_h": []}

@@ -75,7 +75,8 @@ def _instance(seed, d=40, r=3, mu=0.4, t=0.5):
 def _start(x, g, t, reg):
     lam = 0.25 * (x.T @ g + g.T @ x)
     w = x - t * g + 2 * t * x @ lam
-    y, jac, e, norm_e = _ssn_steps.residual(x, x.T, t, reg, w)
+    problem = _ssn_steps.Problem(x, x.T, jnp.asarray(t), reg, 1e-10, 0.0)
+    y, jac, e, norm_e = _ssn_steps.residual(problem, w)
     return lam, w, jac, e
 
 
@@ -100,7 +101,7 @@ def test_the_path_keeps_the_residual_on_the_homotopy(seed):
         assert (int(n) == budget and float(s) < 1.0) or (int(n) < budget and float(s) == 1.0)
         cut_short += float(s) < 1.0
         np.testing.assert_allclose(w_s, w + 2 * t * x @ dlam, atol=1e-12)
-        e_s = _ssn_steps.residual(x, x.T, t, reg, w_s)[2]
+        e_s = _ssn_steps.residual(_ssn_steps.Problem(x, x.T, t, reg, 1e-10, 0.0), w_s).e
         np.testing.assert_allclose(e_s, (1 - float(s)) * e, atol=1e-10)
         # The updated direction is a fresh dense solve with the mask of the last piece
         # (read off just past W(s) along the direction itself).
@@ -113,7 +114,7 @@ def test_the_path_keeps_the_residual_on_the_homotopy(seed):
     assert cut_short >= 2 and float(s) == 1.0  # both ends of the path were checked
 
 
-def test_vmapped_path_steps_match_a_loop(lanes_flag):
+def test_vmapped_path_steps_match_a_loop(lanes):
     # Lanes over mu (each its own path and number of breakpoints), mapped one after another
     # or batched: the same results as a loop of single calls.
     insts = [i for i in load_instances(15, np.float64) if i["method"] == "R-ProxSGD"]
@@ -122,7 +123,7 @@ def test_vmapped_path_steps_match_a_loop(lanes_flag):
 
     def solve(mu):
         return rproxjax.tangent_prox(inst["x"], inst["g"], inst["t"], rproxjax.l1(mu),
-                                     lam=inst["lam0"], tol=1e-8)
+                                     lam=inst["lam0"], ssn=lanes.replace(tol=1e-8))
 
     zetas, infos = jax.jit(jax.vmap(solve))(mus)
     assert int(jnp.sum(infos.num_breakpoints)) > 0
@@ -140,7 +141,7 @@ def test_which_solves_take_path_steps():
 
     def solve(reg=None, **kw):
         reg = rproxjax.l1(inst["mu"]) if reg is None else reg
-        return rproxjax.tangent_prox(*args, reg, lam=inst["lam0"], **kw)[1]
+        return rproxjax.tangent_prox(*args, reg, lam=inst["lam0"], ssn=rproxjax.SSN(**kw))[1]
 
     tight = solve(tol=1e-8)
     assert int(tight.num_breakpoints) > 0 and int(tight.num_linear_steps) == 0
@@ -155,7 +156,13 @@ def test_which_solves_take_path_steps():
     single = rproxjax.tangent_prox(*(np.float32(a) for a in args), rproxjax.l1(inst["mu"]),
                                    lam=np.float32(inst["lam0"]))[1]
     assert int(single.num_breakpoints) == 0  # float32 keeps the shifted steps
-    for info in (tight, cg, loose, adaptive, group, single):
+    single_path = rproxjax.tangent_prox(*(np.float32(a) for a in args), rproxjax.l1(inst["mu"]),
+                                        lam=np.float32(inst["lam0"]),
+                                        ssn=rproxjax.SSN(path_float32=True))[1]
+    assert int(single_path.num_breakpoints) > 0  # unless the settings ask for path steps
+    off = solve(tol=1e-8, path_steps=False)
+    assert int(off.num_breakpoints) == 0
+    for info in (tight, cg, loose, adaptive, group, single, single_path, off):
         assert bool(info.converged)
 
 
@@ -163,29 +170,19 @@ def test_the_path_and_the_shifted_steps_reach_the_same_solutions():
     # The former tight step (secant shift and exact line search) as an independent iteration.
     instances = [i for i in load_instances(10, np.float64) if i["mu"] in (0.2, 0.4)][:6]
 
-    def solve(inst):
-        return rproxjax.tangent_prox(inst["x"], inst["g"], inst["t"], rproxjax.l1(inst["mu"]),
-                                     lam=inst["lam0"], tol=1e-11, max_steps=200)
+    def solve(inst, path_steps=True):
+        return rproxjax.tangent_prox(
+            inst["x"], inst["g"], inst["t"], rproxjax.l1(inst["mu"]), lam=inst["lam0"],
+            ssn=rproxjax.SSN(tol=1e-11, max_steps=200, path_steps=path_steps))
 
     paths = [solve(i) for i in instances]
-    shifted = _shifted_only(lambda: [solve(i) for i in instances])
+    shifted = [solve(i, path_steps=False) for i in instances]
     for (z_path, i_path), (z_shift, i_shift) in zip(paths, shifted, strict=True):
         assert bool(i_path.converged) and bool(i_shift.converged)
         assert int(i_shift.num_breakpoints) == 0
         np.testing.assert_allclose(z_path, z_shift, atol=1e-8)
     assert sum(int(i.num_breakpoints) for _, i in paths) > 0
     assert sum(int(i.num_steps) for _, i in paths) < sum(int(i.num_steps) for _, i in shifted)
-
-
-def _shifted_only(fn):
-    old = _ssn_steps.PATH_STEPS
-    try:
-        _ssn_steps.PATH_STEPS = False
-        jax.clear_caches()
-        return fn()
-    finally:
-        _ssn_steps.PATH_STEPS = old
-        jax.clear_caches()
 
 
 @pytest.mark.parametrize("mu", [2.0, 3.0, 5.0])
@@ -197,11 +194,12 @@ def test_cold_sparse_solves_take_no_more_steps_than_shifted_ones(mu):
     x = stiefel.random_point(jax.random.key(1), 200, 15, jnp.float64)
     g = jax.random.normal(jax.random.key(1001), (200, 15), jnp.float64)
 
-    def solve():
-        return rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(mu), tol=1e-10)
+    def solve(path_steps=True):
+        ssn = rproxjax.SSN(tol=1e-10, path_steps=path_steps)
+        return rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(mu), ssn=ssn)
 
     zeta, info = solve()
-    zeta_shift, info_shift = _shifted_only(solve)
+    zeta_shift, info_shift = solve(path_steps=False)
     assert bool(info.converged) and bool(info_shift.converged)
     assert int(info.num_breakpoints) > 0
     assert int(info.num_steps) <= int(info_shift.num_steps), (info.num_steps,
@@ -215,19 +213,15 @@ def test_paths_cut_short_still_converge_to_the_solution(budget):
     # step, the last breakpoint, the completion along the last direction and the line search.
     instances = [i for i in load_instances(15, np.float64) if i["mu"] == 0.2][:4]
 
-    def solve(inst):
-        return rproxjax.tangent_prox(inst["x"], inst["g"], inst["t"], rproxjax.l1(inst["mu"]),
-                                     lam=inst["lam0"], tol=1e-10)
+    assert rproxjax.SSN().max_breaks == 16
+
+    def solve(inst, max_breaks=16):
+        return rproxjax.tangent_prox(
+            inst["x"], inst["g"], inst["t"], rproxjax.l1(inst["mu"]), lam=inst["lam0"],
+            ssn=rproxjax.SSN(tol=1e-10, max_breaks=max_breaks))
 
     default = [solve(i) for i in instances]
-    old = _path.MAX_BREAKS
-    try:
-        _path.MAX_BREAKS = budget
-        jax.clear_caches()
-        short = [solve(i) for i in instances]
-    finally:
-        _path.MAX_BREAKS = old
-        jax.clear_caches()
+    short = [solve(i, max_breaks=budget) for i in instances]
     for (zeta, info), (zeta_short, info_short) in zip(default, short, strict=True):
         assert bool(info.converged) and bool(info_short.converged)
         assert int(info_short.num_breakpoints) <= budget * int(info_short.num_steps)

@@ -154,21 +154,21 @@ def _geometry_cases():
     }
     for method in stiefel.RETRACTIONS:
         cases[f"stiefel.retract[{method}]"] = (
-            lambda a, b, m=method: stiefel.retract(a, b, method=m), (x, v))
+            lambda a, b, m=method: stiefel.retract(a, b, retraction=m), (x, v))
         cases[f"stiefel.retract[{method},batched]"] = (
-            lambda a, b, m=method: stiefel.retract(a, b, method=m),
+            lambda a, b, m=method: stiefel.retract(a, b, retraction=m),
             (jnp.stack([x, x]), jnp.stack([v, v])))
     for method in grassmann.RETRACTIONS:
         cases[f"grassmann.retract[{method}]"] = (
-            lambda a, b, m=method: grassmann.retract(a, b, method=m), (x, v))
+            lambda a, b, m=method: grassmann.retract(a, b, retraction=m), (x, v))
     # Derivatives through the library (transposes keep the forward precision): first and
     # second order, forward and reverse, vmapped. "qr" and "exp" take QRs, whose JAX rule
     # multiplies at the default precision: their derivatives have the library's own rules.
     for method in stiefel.RETRACTIONS:
-        loss = lambda a, b, m=method: jnp.sum(stiefel.retract(a, b, method=m) ** 2)  # noqa: E731
+        loss = lambda a, b, m=method: jnp.sum(stiefel.retract(a, b, retraction=m) ** 2)  # noqa: E731
         cases[f"grad stiefel.retract[{method}]"] = (jax.grad(loss), (x, v))
         cases[f"jvp stiefel.retract[{method}]"] = (
-            lambda a, b, m=method: jax.jvp(lambda c: stiefel.retract(a, c, method=m),
+            lambda a, b, m=method: jax.jvp(lambda c: stiefel.retract(a, c, retraction=m),
                                            (b,), (b,))[1], (x, v))
         cases[f"vmap grad stiefel.retract[{method}]"] = (
             jax.vmap(jax.grad(loss)), (jnp.stack([x, x]), jnp.stack([v, v])))
@@ -251,7 +251,8 @@ def test_tangent_prox_products_are_highest(reg, linear_solver, platform):
     regularizer = {"l1": rproxjax.l1, "l21": rproxjax.l21}[reg](0.1)
 
     def solve(x, g):
-        return rproxjax.tangent_prox(x, g, 0.5, regularizer, linear_solver=linear_solver)
+        return rproxjax.tangent_prox(x, g, 0.5, regularizer,
+                                     ssn=rproxjax.SSN(linear_solver=linear_solver))
 
     assert_highest(lower(solve, x, g, platform=platform))
     # Its derivatives (implicit function theorem), forward and reverse.

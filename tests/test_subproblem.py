@@ -30,10 +30,9 @@ def test_reference_inputs(ref):
 def test_first_ssn_call_reproduces_reference(ref, linear_solver, method):
     x0 = jnp.asarray(ref.X0)
     g = jnp.asarray(ref.grad(ref.X0))
-    zeta, info = rproxjax.tangent_prox(
-        x0, g, ref.t, rproxjax.l1(ref.mu), tol=np.sqrt(1e-11), linear_solver=linear_solver,
-        method=method,
-    )
+    zeta, info = rproxjax.tangent_prox(x0, g, ref.t, rproxjax.l1(ref.mu),
+                                       ssn=rproxjax.SSN(tol=np.sqrt(1e-11),
+                                                        linear_solver=linear_solver, method=method))
     if method == "reference":
         assert int(info.num_steps) == 4  # the reference code's count
     else:
@@ -124,12 +123,12 @@ def _count_primitives(jaxpr, name, **params):
     return sum(1 for _ in _equations(jaxpr, name, **params))
 
 
-def test_vmapped_solves_map_their_lanes_on_cpu(lanes_flag):
+def test_vmapped_solves_map_their_lanes_on_cpu(lanes):
     x, g = _instance(3, 40, 5)
-    solve = lambda mu: rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(mu))[0]  # noqa: E731
+    solve = lambda mu: rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(mu), ssn=lanes)[0]  # noqa: E731
     jaxpr = jax.make_jaxpr(jax.vmap(solve))(jnp.array([0.1, 0.2, 0.3])).jaxpr
-    sequential = lanes_flag is None and jax.default_backend() == "cpu"
-    assert _subproblem.sequential_lanes() == sequential
+    sequential = lanes.sequential_lanes is None and jax.default_backend() == "cpu"
+    assert _subproblem.sequential_lanes(lanes) == sequential
     # Mapped lanes: a scan of length 3 (the lanes; r = 5) around the Newton while_loop.
     scans = _count_primitives(jaxpr, "scan", length=3)
     assert (scans >= 1) == sequential
@@ -142,10 +141,10 @@ def test_vmapped_solves_map_their_lanes_on_cpu(lanes_flag):
         assert _count_primitives(body, "dot_general") >= 1
 
 
-def test_vmap_over_mu_equals_python_loop(lanes_flag):
+def test_vmap_over_mu_equals_python_loop(lanes):
     x, g = _instance(3, 40, 5)
     mus = jnp.geomspace(1e-3, 1.0, 9)
-    solve = lambda mu: rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(mu))  # noqa: E731
+    solve = lambda mu: rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(mu), ssn=lanes)  # noqa: E731
     zetas, infos = jax.jit(jax.vmap(solve))(mus)
     for i, mu in enumerate(mus):
         zeta, info = rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(float(mu)))
@@ -154,11 +153,11 @@ def test_vmap_over_mu_equals_python_loop(lanes_flag):
     assert bool(jnp.all(infos.converged))
 
 
-def test_nested_vmap_with_unbatched_arguments(lanes_flag):
+def test_nested_vmap_with_unbatched_arguments(lanes):
     x, g = _instance(5, 30, 4)
     mus = jnp.array([[0.05, 0.1, 0.2], [0.3, 0.4, 0.8]])
     ts = jnp.array([0.2, 0.5])
-    solve = lambda t, mu: rproxjax.tangent_prox(x, g, t, rproxjax.l1(mu))  # noqa: E731
+    solve = lambda t, mu: rproxjax.tangent_prox(x, g, t, rproxjax.l1(mu), ssn=lanes)  # noqa: E731
     zetas, infos = jax.jit(jax.vmap(jax.vmap(solve, (None, 0)), (0, 0)))(ts, mus)
     assert zetas.shape == (2, 3, 30, 4)
     for i in range(2):
@@ -169,25 +168,28 @@ def test_nested_vmap_with_unbatched_arguments(lanes_flag):
 
 
 @pytest.mark.parametrize("which", ["tol", "rtol"])
-def test_vmap_over_tolerances_alone(lanes_flag, which):
+def test_vmap_over_tolerances_alone(lanes, which):
     # Only a tolerance batched: the mapped-lanes rule's batched parts take the batch size
     # from the rule, not from x, g, t, mu or the warm start.
     x, g = _instance(3, 40, 5)
     values = jnp.array([1e-4, 1e-8, 1e-12]) if which == "tol" else jnp.array([0.0, 1e-2, 0.5])
-    solve = lambda v: rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(0.1), **{which: v})  # noqa: E731
+    solve = lambda v: rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(0.1),  # noqa: E731
+                                            ssn=lanes.replace(**{which: v}))
     zetas, infos = jax.jit(jax.vmap(solve))(values)
     for i, v in enumerate(values):
-        zeta, info = rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(0.1), **{which: float(v)})
+        zeta, info = rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(0.1),
+                                           ssn=rproxjax.SSN(**{which: float(v)}))
         np.testing.assert_allclose(zetas[i], zeta, atol=1e-14)
         assert int(infos.num_steps[i]) == int(info.num_steps)
         assert bool(infos.converged[i])
 
 
-def test_forward_mode_derivatives_in_both_lane_modes(lanes_flag):
+def test_forward_mode_derivatives_in_both_lane_modes(lanes):
     # jax.jacfwd batches only tangents: the mapped-lanes rule must accept a batch with no
     # batched argument. Checked against central differences and a vmapped jvp.
     x, g = _instance(3, 40, 5)
-    h = lambda mu: rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(mu), tol=1e-12)[0].sum()  # noqa: E731
+    h = lambda mu: rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(mu),  # noqa: E731
+                                         ssn=lanes.replace(tol=1e-12))[0].sum()
     d = float(jax.jacfwd(h)(0.2))
     fd = (float(h(0.2 + 1e-6)) - float(h(0.2 - 1e-6))) / 2e-6
     np.testing.assert_allclose(d, fd, rtol=1e-4)
@@ -228,10 +230,8 @@ def test_one_trace_for_new_values_of_t_mu_and_lam():
 
 
 def test_max_steps_one_reports_not_converged_with_finite_outputs(ref):
-    zeta, info = rproxjax.tangent_prox(
-        jnp.asarray(ref.X0), jnp.asarray(ref.grad(ref.X0)), ref.t, rproxjax.l1(ref.mu),
-        max_steps=1,
-    )
+    zeta, info = rproxjax.tangent_prox(jnp.asarray(ref.X0), jnp.asarray(ref.grad(ref.X0)), ref.t,
+                                       rproxjax.l1(ref.mu), ssn=rproxjax.SSN(max_steps=1))
     assert int(info.num_steps) == 1
     assert not bool(info.converged)
     assert int(info.status) == rproxjax.Status.MAX_STEPS_REACHED
@@ -250,7 +250,7 @@ def degenerate_subproblem():
     data = jnp.asarray(datasets.load_fashion_mnist(10000, seed=0, dtype=np.float64))
     x0 = stiefel.random_point(jax.random.key(0), 784, 10, jnp.float64)
     opt = rproxjax.r_prox_sgd(rproxjax.inverse_sqrt_schedule(1.0), 0.1, rproxjax.l1(0.2),
-                              ssn_tol=1e-6, linear_solver="dense")
+                              ssn=rproxjax.SSN.stochastic(tol=1e-6, linear_solver="dense"))
     res = rproxjax.fit(opt, problems.spca_loss, x0, data, key=jax.random.key(1),
                        batch_size=100, num_epochs=1, steps_per_epoch=200)
     batch = data[jax.random.permutation(jax.random.key(7), 10000)[:100]]
@@ -267,8 +267,8 @@ def test_unconverged_calls_return_the_best_iterate(degenerate_subproblem, linear
     reg = rproxjax.l1(0.2)
     residuals = []
     for k in (0, 1, 2, 3, 5, 10, 20, 30, 40, 50):
-        zeta, info = rproxjax.tangent_prox(x, g, 0.1, reg, lam=lam, tol=1e-12, max_steps=k,
-                                           linear_solver=linear_solver)
+        ssn = rproxjax.SSN(tol=1e-12, max_steps=k, linear_solver=linear_solver)
+        zeta, info = rproxjax.tangent_prox(x, g, 0.1, reg, lam=lam, ssn=ssn)
         defect = x.T @ zeta
         # atol: the rounding of X^T zeta (d = 784) once the solve has converged (the dense
         # path does in 6 steps, to 6e-16; its defect recomputed from zeta is 1.1e-14).
@@ -294,10 +294,10 @@ def test_nonfinite_gradient_is_flagged():
 @pytest.mark.parametrize("linear_solver", ["dense", "cg"])
 def test_float32_agrees_with_float64(reg, linear_solver):
     x, g = _instance(7, 50, 6)
-    zeta64, info64 = rproxjax.tangent_prox(x, g, 0.5, reg, linear_solver=linear_solver)
-    zeta32, info32 = rproxjax.tangent_prox(
-        x.astype(jnp.float32), g.astype(jnp.float32), 0.5, reg, linear_solver=linear_solver
-    )
+    zeta64, info64 = rproxjax.tangent_prox(x, g, 0.5, reg,
+                                           ssn=rproxjax.SSN(linear_solver=linear_solver))
+    zeta32, info32 = rproxjax.tangent_prox(x.astype(jnp.float32), g.astype(jnp.float32), 0.5, reg,
+                                           ssn=rproxjax.SSN(linear_solver=linear_solver))
     assert zeta32.dtype == jnp.float32 and info32.lam.dtype == jnp.float32
     assert bool(info32.converged) and bool(info64.converged)
     np.testing.assert_allclose(zeta32, zeta64, atol=2e-4)
@@ -310,7 +310,7 @@ def test_float32_solves_at_large_scale_end_at_the_rounding_level(reg, t):
     # (1.2e-5) is below it, and such solves ran to max_steps, flagged unconverged, with a
     # correct answer. The stopping test includes eps ||zeta|| (E's rounding level).
     x, g = _instance(8, 60, 5)
-    ref, info64 = rproxjax.tangent_prox(x, g, t, reg, tol=1e-12)
+    ref, info64 = rproxjax.tangent_prox(x, g, t, reg, ssn=rproxjax.SSN(tol=1e-12))
     assert bool(info64.converged)
     zeta, info = rproxjax.tangent_prox(x.astype(jnp.float32), g.astype(jnp.float32), t, reg)
     norm_zeta = float(jnp.linalg.norm(zeta))
@@ -326,7 +326,7 @@ def test_a_tolerance_below_the_rounding_level_ends_the_solve():
     for dtype in (jnp.float64, jnp.float32):
         x, g = _instance(9, 40, 4, dtype)
         tiny = float(jnp.finfo(dtype).tiny)
-        zeta, info = rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(0.2), tol=tiny)
+        zeta, info = rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(0.2), ssn=rproxjax.SSN(tol=tiny))
         assert bool(info.converged) and int(info.num_steps) < 20
         bound = float(jnp.finfo(dtype).eps) * float(jnp.linalg.norm(zeta))
         assert float(info.residual) <= tiny + bound
@@ -341,7 +341,7 @@ def test_overflowing_norms_are_never_converged():
         (x, g, 0.5, {"lam_h": jnp.full((3, 3), 1e160)}),
         (x.astype(jnp.float32), 2e19 * g.astype(jnp.float32), 0.5, {}),
         (x, g, 1e154, {}),
-        (x, 1e200 * g, 0.5, {"rtol": 0.1}),
+        (x, 1e200 * g, 0.5, {"ssn": rproxjax.SSN(rtol=0.1)}),
     ]
     for xx, gg, t, kw in cases:
         _, info = rproxjax.tangent_prox(xx, gg, t, rproxjax.l1(0.2), **kw)
@@ -354,14 +354,14 @@ def test_traced_tolerances_out_of_range_are_invalid():
     # infinite tol or rtol, SUCCESSFUL with a wrong zeta.
     x, g = _instance(11, 12, 3)
     status = jax.jit(lambda tol, rtol: rproxjax.tangent_prox(
-        x, g, 0.5, rproxjax.l1(0.2), tol=tol, rtol=rtol)[1].status)
+        x, g, 0.5, rproxjax.l1(0.2), ssn=rproxjax.SSN(tol=tol, rtol=rtol))[1].status)
     for tol, rtol in [(-1.0, 0.0), (jnp.nan, 0.0), (jnp.inf, 0.0), (1e-8, jnp.inf),
                       (1e-8, -0.5), (1e-8, jnp.nan)]:
         assert int(status(tol, rtol)) == rproxjax.Status.INVALID
     assert int(status(1e-8, 0.1)) == rproxjax.Status.SUCCESSFUL
     for name in ("tol", "rtol"):
         with pytest.raises(ValueError, match=f"{name} must be a scalar"):
-            rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(0.2), **{name: jnp.array([0.1, 0.2])})
+            rproxjax.SSN(**{name: jnp.array([0.1, 0.2])})
 
 
 def test_per_column_mu():
@@ -403,13 +403,13 @@ def test_bad_inputs_raise_clear_errors():
     with pytest.raises(ValueError, match="lam must have shape"):
         rproxjax.tangent_prox(x, g, 0.5, reg, lam=jnp.zeros((2, 2)))
     with pytest.raises(ValueError, match="linear_solver"):
-        rproxjax.tangent_prox(x, g, 0.5, reg, linear_solver="lu")
+        rproxjax.tangent_prox(x, g, 0.5, reg, ssn=rproxjax.SSN(linear_solver="lu"))
     with pytest.raises(ValueError, match="t must be a scalar"):
         rproxjax.tangent_prox(x, g, jnp.ones(2), reg)
     with pytest.raises(ValueError, match="float32 or float64"):
         rproxjax.tangent_prox(x.astype(jnp.float16), g.astype(jnp.float16), 0.5, reg)
     with pytest.raises(ValueError, match="method must be one of"):
-        rproxjax.tangent_prox(x, g, 0.5, reg, method="newton")
+        rproxjax.tangent_prox(x, g, 0.5, reg, ssn=rproxjax.SSN(method="newton"))
     with pytest.raises(ValueError, match="lam_h must have shape"):
         rproxjax.tangent_prox(x, g, 0.5, reg, lam_h=jnp.zeros((3, 2)))
     with pytest.raises(ValueError, match="at most one warm start.*got lam and lam_h"):
@@ -421,9 +421,9 @@ def test_bad_inputs_raise_clear_errors():
     with pytest.raises(TypeError, match="subgradient must be a JAX or NumPy array"):
         rproxjax.tangent_prox(x, g, 0.5, reg, subgradient=g.tolist())
     with pytest.raises(ValueError, match="rtol must be finite and >= 0"):
-        rproxjax.tangent_prox(x, g, 0.5, reg, rtol=-1e-3)
-    with pytest.raises(ValueError, match="unknown ssn_method"):
-        rproxjax.r_prox_sgd(0.1, 0.1, reg, ssn_method="newton")
+        rproxjax.tangent_prox(x, g, 0.5, reg, ssn=rproxjax.SSN(rtol=-1e-3))
+    with pytest.raises(ValueError, match="SSN.method must be one of"):
+        rproxjax.r_prox_sgd(0.1, 0.1, reg, ssn=rproxjax.SSN.stochastic(method="newton"))
 
 
 @pytest.mark.parametrize("method", ["secant", "adaptive", "reference"])
@@ -432,18 +432,19 @@ def test_lam_h_warm_start_equals_the_shifted_multiplier(method):
     # tangent_prox(lam_h=...) is tangent_prox(lam=lam_h + sym(X^T G) / 2).
     x, g = _instance(10, 30, 4)
     reg = rproxjax.l1(0.3)
-    zeta, info = rproxjax.tangent_prox(x, g, 0.5, reg, method=method)
+    zeta, info = rproxjax.tangent_prox(x, g, 0.5, reg, ssn=rproxjax.SSN(method=method))
     a = x.T @ g
     np.testing.assert_allclose(info.lam_h, info.lam - 0.25 * (a + a.T), atol=1e-14)
-    zeta2, info2 = rproxjax.tangent_prox(x, g, 0.5, reg, lam_h=info.lam_h, method=method)
+    zeta2, info2 = rproxjax.tangent_prox(x, g, 0.5, reg, lam_h=info.lam_h,
+                                         ssn=rproxjax.SSN(method=method))
     assert int(info2.num_steps) == 0
     np.testing.assert_allclose(zeta2, zeta, atol=1e-13)
     g_new = g + 0.1 * jax.random.normal(jax.random.key(11), g.shape)
     b = x.T @ g_new
-    z_h, i_h = rproxjax.tangent_prox(x, g_new, 0.5, reg, lam_h=info.lam_h, method=method,
-                                     max_steps=1)
-    z_l, i_l = rproxjax.tangent_prox(x, g_new, 0.5, reg, method=method, max_steps=1,
-                                     lam=info.lam_h + 0.25 * (b + b.T))
+    z_h, i_h = rproxjax.tangent_prox(x, g_new, 0.5, reg, lam_h=info.lam_h,
+                                     ssn=rproxjax.SSN(method=method, max_steps=1))
+    z_l, i_l = rproxjax.tangent_prox(x, g_new, 0.5, reg, lam=info.lam_h + 0.25 * (b + b.T),
+                                     ssn=rproxjax.SSN(method=method, max_steps=1))
     np.testing.assert_allclose(z_h, z_l, atol=1e-12)
 
 
@@ -493,18 +494,18 @@ def test_subgradient_warm_start_is_the_multiplier_at_the_new_point(method):
     # iterates as lam=Lambda_0, and the same solution as a cold start.
     x, g = _instance(22, 30, 4)
     reg = rproxjax.l1(0.3)
-    zeta, info = rproxjax.tangent_prox(x, g, 0.5, reg, method=method)
+    zeta, info = rproxjax.tangent_prox(x, g, 0.5, reg, ssn=rproxjax.SSN(method=method))
     x_new = stiefel.retract(x, 0.3 * zeta)
     g_new = g + 0.1 * jax.random.normal(jax.random.key(12), g.shape)
     a = x_new.T @ (g_new + info.subgradient)
     for max_steps in (0, 1, 100):
-        z_s, i_s = rproxjax.tangent_prox(x_new, g_new, 0.5, reg, method=method,
-                                         max_steps=max_steps, subgradient=info.subgradient)
-        z_l, i_l = rproxjax.tangent_prox(x_new, g_new, 0.5, reg, method=method,
-                                         max_steps=max_steps, lam=0.25 * (a + a.T))
+        z_s, i_s = rproxjax.tangent_prox(x_new, g_new, 0.5, reg, subgradient=info.subgradient,
+                                         ssn=rproxjax.SSN(method=method, max_steps=max_steps))
+        z_l, i_l = rproxjax.tangent_prox(x_new, g_new, 0.5, reg, lam=0.25 * (a + a.T),
+                                         ssn=rproxjax.SSN(method=method, max_steps=max_steps))
         np.testing.assert_allclose(z_s, z_l, atol=1e-12)
         assert int(i_s.num_steps) == int(i_l.num_steps)
-    cold, _ = rproxjax.tangent_prox(x_new, g_new, 0.5, reg, method=method)
+    cold, _ = rproxjax.tangent_prox(x_new, g_new, 0.5, reg, ssn=rproxjax.SSN(method=method))
     assert bool(i_s.converged)
     np.testing.assert_allclose(z_s, cold, atol=1e-9)
 
@@ -530,7 +531,7 @@ def test_subgradient_is_zero_for_bad_inputs_and_kept_when_collapsed():
     np.testing.assert_array_equal(info.subgradient, 0.0)
     # A collapsed iterate (t mu above every entry of W: Y = 0) refuses zeta but keeps its
     # subgradient W / t, a valid warm start for the next call.
-    zeta, info = rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(100.0), max_steps=0)
+    zeta, info = rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(100.0), ssn=rproxjax.SSN(max_steps=0))
     assert int(info.status) == rproxjax.Status.COLLAPSED
     np.testing.assert_array_equal(zeta, 0.0)
     w = x - 0.5 * g  # W at Lambda_0 = 0 (no warm start)
@@ -541,8 +542,8 @@ def test_subgradient_is_zero_for_bad_inputs_and_kept_when_collapsed():
 def test_relative_tolerance_stops_early_with_a_bounded_error():
     x, g = _instance(12, 60, 5)
     reg = rproxjax.l1(0.4)
-    tight, info = rproxjax.tangent_prox(x, g, 0.5, reg, tol=1e-12)
-    loose, info_l = rproxjax.tangent_prox(x, g, 0.5, reg, rtol=1e-2)
+    tight, info = rproxjax.tangent_prox(x, g, 0.5, reg, ssn=rproxjax.SSN(tol=1e-12))
+    loose, info_l = rproxjax.tangent_prox(x, g, 0.5, reg, ssn=rproxjax.SSN(rtol=1e-2))
     assert bool(info_l.converged)
     assert int(info_l.num_steps) < int(info.num_steps)
     assert float(info_l.residual) <= 1e-2 * float(jnp.linalg.norm(loose)) + 1e-10

@@ -46,7 +46,9 @@ import numpy as np
 import pytest
 
 import rproxjax
-from rproxjax._ssn.solve import CG_THRESHOLD
+from rproxjax import SSN
+
+CG_THRESHOLD = SSN().cg_threshold
 
 cp = pytest.importorskip("cvxpy")
 if "CLARABEL" not in cp.installed_solvers():  # pragma: no cover
@@ -272,9 +274,8 @@ def polish(inst: Instance):
 @functools.cache
 def solve_rprox(inst: Instance, linear_solver: str):
     x, g = inst.data()
-    zeta, info = rproxjax.tangent_prox(
-        jnp.asarray(x), jnp.asarray(g), inst.t, inst.reg(), linear_solver=linear_solver
-    )
+    zeta, info = rproxjax.tangent_prox(jnp.asarray(x), jnp.asarray(g), inst.t, inst.reg(),
+                                       ssn=rproxjax.SSN(linear_solver=linear_solver))
     return np.asarray(zeta), info
 
 

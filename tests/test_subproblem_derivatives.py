@@ -38,17 +38,17 @@ def test_forward_derivatives_are_the_solution_maps(warm, name, linear_solver):
     # tangent move of X along a curve on the manifold.
     x, g, dg, c = _instance(1)
     reg, mu = REGS[name], MU[name]
-    _, info = rproxjax.tangent_prox(x, g, 0.5, reg(mu), tol=1e-13)
+    _, info = rproxjax.tangent_prox(x, g, 0.5, reg(mu), ssn=rproxjax.SSN(tol=1e-13))
     start = {"lam": {"lam": info.lam}, "subgradient": {"subgradient": info.subgradient},
              "cold": {}}[warm]
     xi = stiefel.project(x, dg)
 
-    def value(e, which, **kw):
+    def value(e, which, tol, **kw):
         args = {"g": g, "mu": mu, "t": 0.5, "x": x}
         args[which] = {"g": g + e * dg, "mu": mu + e, "t": 0.5 + e,
                        "x": stiefel.retract(x, e * xi)}[which]
-        zeta, _ = rproxjax.tangent_prox(args["x"], args["g"], args["t"], reg(args["mu"]),
-                                        linear_solver=linear_solver, **kw)
+        zeta, _ = rproxjax.tangent_prox(args["x"], args["g"], args["t"], reg(args["mu"]), **kw,
+                                        ssn=rproxjax.SSN(tol=tol, linear_solver=linear_solver))
         return jnp.sum(c * zeta)
 
     for which in ("g", "mu", "t", "x"):
@@ -58,7 +58,7 @@ def test_forward_derivatives_are_the_solution_maps(warm, name, linear_solver):
 
 
 @pytest.mark.parametrize("name", ["l1", "l21"])
-def test_vmap_of_jvp_with_some_inputs_not_differentiated(name, lanes_flag):
+def test_vmap_of_jvp_with_some_inputs_not_differentiated(name, lanes):
     # Batched x with a zero tangent next to batched g with a tangent: the lanes were mixed
     # (each solved against every lane's inputs) by JAX's custom_vmap JVP rule.
     keys = jax.random.split(jax.random.key(2), 4)
@@ -68,7 +68,8 @@ def test_vmap_of_jvp_with_some_inputs_not_differentiated(name, lanes_flag):
     reg = REGS[name](MU[name])
 
     def per_lane(x, g, dg):
-        return jax.jvp(lambda gg: jnp.sum(c * rproxjax.tangent_prox(x, gg, 0.5, reg)[0]),
+        return jax.jvp(lambda gg: jnp.sum(c * rproxjax.tangent_prox(x, gg, 0.5, reg,
+                                                                    ssn=lanes)[0]),
                        (g,), (dg,))
 
     values, tangents = jax.vmap(per_lane)(xs, gs, dgs)
@@ -88,8 +89,8 @@ def test_reverse_mode_matches_forward_mode_and_differences(name, linear_solver):
     reg = REGS[name]
 
     def loss(g_, mu, t):
-        return jnp.sum(c * rproxjax.tangent_prox(x, g_, t, reg(mu), tol=1e-12,
-                                                 linear_solver=linear_solver)[0])
+        ssn = rproxjax.SSN(tol=1e-12, linear_solver=linear_solver)
+        return jnp.sum(c * rproxjax.tangent_prox(x, g_, t, reg(mu), ssn=ssn)[0])
 
     grads = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(g, MU[name], 0.5)
     _, fwd = jax.jvp(loss, (g, MU[name], 0.5), (dg, 1.0, 1.0))
@@ -110,7 +111,7 @@ def test_multiplier_and_subgradient_tangents():
     reg = rproxjax.l1(0.3)
 
     def outputs(e, tol):
-        _, info = rproxjax.tangent_prox(x, g + e * dg, 0.5, reg, tol=tol)
+        _, info = rproxjax.tangent_prox(x, g + e * dg, 0.5, reg, ssn=rproxjax.SSN(tol=tol))
         return info.lam, info.lam_h, info.subgradient
 
     _, tangents = jax.jvp(lambda e: outputs(e, 1e-12), (0.0,), (1.0,))
@@ -125,7 +126,8 @@ def test_warm_start_and_tolerances_do_not_move_the_solution():
     _, info = rproxjax.tangent_prox(x, g, 0.5, reg)
     lam = info.lam
     f = lambda lam_, tol, rtol: jnp.sum(  # noqa: E731
-        c * rproxjax.tangent_prox(x, g, 0.5, reg, lam=lam_, tol=tol, rtol=rtol)[0])
+        c * rproxjax.tangent_prox(x, g, 0.5, reg, lam=lam_,
+                                  ssn=rproxjax.SSN(tol=tol, rtol=rtol))[0])
     _, d = jax.jvp(f, (lam, 1e-10, 0.0), (jnp.ones_like(lam), 1.0, 1.0))
     assert float(d) == 0.0
 
@@ -186,7 +188,8 @@ def test_tangents_stay_finite_where_the_solution_map_is_not_differentiable():
     dx = jnp.asarray(rng.normal(size=(d, r)))
 
     def outputs(e):
-        zeta, info = rproxjax.tangent_prox(x + e * dx, g, 0.5, rproxjax.l1(0.5), tol=1e-12)
+        zeta, info = rproxjax.tangent_prox(x + e * dx, g, 0.5, rproxjax.l1(0.5),
+                                           ssn=rproxjax.SSN(tol=1e-12))
         return zeta, info.lam, info.subgradient
 
     _, tangents = jax.jvp(outputs, (0.0,), (1.0,))
@@ -286,11 +289,12 @@ def test_t_and_mu_derivatives_with_entries_of_w_at_the_threshold(linear_solver):
     # Warm-started at the multiplier of a CG solve, which lands on the tie (dense solves take
     # path steps, whose end point rounds differently): the dense solve then starts converged
     # there, and its derivative (the dense implicit rule) is the one under test.
-    lam = rproxjax.tangent_prox(x, g, t, rproxjax.l1(mu), linear_solver="cg")[1].lam
+    lam = rproxjax.tangent_prox(x, g, t, rproxjax.l1(mu),
+                                ssn=rproxjax.SSN(linear_solver="cg"))[1].lam
 
     def solve(tt, mm):
-        return rproxjax.tangent_prox(x, g, tt, rproxjax.l1(mm), linear_solver=linear_solver,
-                                     lam=lam)
+        return rproxjax.tangent_prox(x, g, tt, rproxjax.l1(mm), lam=lam,
+                                     ssn=rproxjax.SSN(linear_solver=linear_solver))
 
     zeta, info = solve(t, mu)
     assert bool(info.converged)

@@ -31,7 +31,6 @@ from jax import lax
 
 from rproxjax import _checks
 from rproxjax._blocks import map_blocks
-from rproxjax._run.compile import compile_once
 from rproxjax._contract import Needs, find_needs
 from rproxjax._run.checks import (
     check_key,
@@ -40,8 +39,9 @@ from rproxjax._run.checks import (
     check_optimizer,
     positive_int,
 )
-from rproxjax._run.program import EpochProgram, History, make_objective, state_blocks
+from rproxjax._run.compile import compile_once
 from rproxjax._run.data import FiniteSum, Plan, Stream, chunk_steps, is_dataset
+from rproxjax._run.program import EpochProgram, History, make_objective, state_blocks
 from rproxjax._run.sharding import ShardedFiniteSum, data_mesh
 
 __all__ = ["FitResult", "History", "fit", "pure_fit"]
@@ -223,7 +223,7 @@ def _prepare(optimizer, loss_fn, params, data, key, opt_state, settings, batched
     else:
         if mesh is not None or data_axis is not None:
             raise ValueError("mesh= shards a data set; an online stream is not sharded (give "
-                             "each process its own stream, see the README's Scaling out).")
+                             "each process its own stream, see docs/usage.md, Scaling out).")
         if record_variance:
             raise ValueError("record_variance needs the full gradient: finite-sum mode only.")
         sampler = Stream(data, settings.batch_size)
@@ -237,7 +237,27 @@ def _is_traced(tree):
     return any(isinstance(a, jax.core.Tracer) for a in jax.tree.leaves(tree))
 
 
-_FIT_ARGS_DOC = """
+
+
+def fit(optimizer, loss_fn, params, data, *, key, batch_size: int | None = None,
+        num_epochs: int | None = None, num_steps: int | None = None,
+        steps_per_epoch: int | None = None, opt_state=None,
+        refresh_batch_size: int | None = None, record_loss: bool = False,
+        record_variance: bool = False, chunk_size: int = 2048, progress: bool = False,
+        batched_loss: bool = False, throw: bool = False, initial_ifo: int = 0,
+        mesh=None, data_axis: str | None = None) -> FitResult:
+    """Runs ``optimizer`` on the per-sample loss ``loss_fn(params, sample)`` from the host.
+
+    Finite-sum mode (``data`` a data set of n samples): each epoch draws one
+    random permutation and consumes disjoint minibatches; online mode
+    (``data`` an iterator of minibatches of ``batch_size``): ``num_steps``
+    steps in compiled chunks, the data never all resident. Blocks of the
+    variance-reduced methods (a refresh on S1, then q - 1 minibatch steps on
+    S2) are an outer ``lax.scan`` around an inner one. Epoch programs are
+    compiled once per structure and reused by later calls; ``progress``
+    prints a line per epoch on stderr. Inside ``jax.jit``/``jax.vmap`` use
+    :func:`pure_fit`, which gives identical results.
+
     Args:
       optimizer: a transformation of this package, or a chain holding one
         (gradient preprocessing first). What it needs from the runner (a
@@ -292,29 +312,18 @@ _FIT_ARGS_DOC = """
         ``refresh_batch_size`` must be multiples of k. Data placed beforehand
         with a ``NamedSharding`` over the leading axis are run so without
         ``mesh`` (in :func:`fit`; under ``jax.jit`` pass ``mesh``). Finite-sum
-        mode only; see the README's "Scaling out".
+        mode only; see ``docs/usage.md``, "Scaling out".
       data_axis: the mesh axis that splits the samples.
-"""
+      progress: print a progress line per epoch/chunk on stderr.
+      throw: raise a RuntimeError (with the run as ``err.result``) if the run halted
+        (``history.halted``: a non-finite gradient, subproblem or objective, or an
+        invalid traced hyperparameter). By default the flag is data, as in the state.
 
+    An error raised after some epochs (e.g. by an online stream in a later chunk)
+    carries the run so far, a :class:`FitResult`, as ``err.partial_result``.
 
-def fit(optimizer, loss_fn, params, data, *, key, batch_size: int | None = None,
-        num_epochs: int | None = None, num_steps: int | None = None,
-        steps_per_epoch: int | None = None, opt_state=None,
-        refresh_batch_size: int | None = None, record_loss: bool = False,
-        record_variance: bool = False, chunk_size: int = 2048, progress: bool = False,
-        batched_loss: bool = False, throw: bool = False, initial_ifo: int = 0,
-        mesh=None, data_axis: str | None = None) -> FitResult:
-    """Runs ``optimizer`` on the per-sample loss ``loss_fn(params, sample)`` from the host.
-
-    Finite-sum mode (``data`` a data set of n samples): each epoch draws one
-    random permutation and consumes disjoint minibatches; online mode
-    (``data`` an iterator of minibatches of ``batch_size``): ``num_steps``
-    steps in compiled chunks, the data never all resident. Blocks of the
-    variance-reduced methods (a refresh on S1, then q - 1 minibatch steps on
-    S2) are an outer ``lax.scan`` around an inner one. Epoch programs are
-    compiled once per structure and reused by later calls; ``progress``
-    prints a line per epoch on stderr. Inside ``jax.jit``/``jax.vmap`` use
-    :func:`pure_fit`, which gives identical results.
+    Returns:
+      A :class:`FitResult`.
     """
     if _is_traced((params, opt_state, key)):
         raise ValueError("fit drives epochs from the host and cannot be traced; inside "
@@ -354,17 +363,6 @@ def _raise_if_halted(result: FitResult):
         raise err
 
 
-fit.__doc__ += _FIT_ARGS_DOC + """      progress: print a progress line per epoch/chunk on stderr.
-      throw: raise a RuntimeError (with the run as ``err.result``) if the run halted
-        (``history.halted``: a non-finite gradient, subproblem or objective, or an
-        invalid traced hyperparameter). By default the flag is data, as in the state.
-
-    An error raised after some epochs (e.g. by an online stream in a later chunk)
-    carries the run so far, a :class:`FitResult`, as ``err.partial_result``.
-
-    Returns:
-      A :class:`FitResult`.
-"""
 
 
 def _draw_inputs(compiled, program, segmented, element, head, drawn):
@@ -467,6 +465,20 @@ def pure_fit(optimizer, loss_fn, params, data, *, key, batch_size: int | None = 
     iterates, history, ``epoch_loss`` and ``epoch_ifo`` as :func:`fit`;
     ``epoch_time`` is NaN.
 
+    Args:
+      optimizer, loss_fn, params, data, key, batch_size, num_epochs, num_steps,
+      steps_per_epoch, opt_state, refresh_batch_size, record_loss, record_variance,
+      chunk_size, batched_loss, initial_ifo, mesh, data_axis: as in :func:`fit`;
+        ``data`` must be a data set (finite-sum mode), and ``steps_per_epoch`` at least
+        the refresh period q (whole blocks).
+
+    Returns:
+      A :class:`FitResult` (``epoch_time`` NaN).
+
+    Raises:
+      ValueError: as :func:`fit` does, and for an online stream or epochs shorter than a
+        block.
+
     Example:
         >>> import jax, jax.numpy as jnp, rproxjax
         >>> z = jax.random.normal(jax.random.key(0), (64, 8))
@@ -503,9 +515,6 @@ def pure_fit(optimizer, loss_fn, params, data, *, key, batch_size: int | None = 
                      jnp.concatenate([_ifo0(initial_ifo)[None], ifos]),
                      jnp.full((epochs + 1,), jnp.nan), key)
 
-
-pure_fit.__doc__ = pure_fit.__doc__.replace("    Example:", _FIT_ARGS_DOC.strip("\n")
-                                             + "\n\n    Example:", 1)
 
 
 def _report(done, total, loss, ifo, program):

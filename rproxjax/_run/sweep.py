@@ -26,10 +26,8 @@ def sweep(fn, *args, lanes: Literal["auto", "vmap", "map"] = "auto", batch_size=
     * ``lanes="map"``: ``jax.lax.map``, the whole lanes one after another inside one
       compiled program (``batch_size`` lanes vmapped at a time): the least memory.
     * ``lanes="auto"`` (default): ``"vmap"``, or ``"map"`` when ``batch_size`` is given
-      (it applies to mapped lanes only; with ``lanes="vmap"`` it is an error). Measured
-      on 2 CPU cores (MNIST, 8 mu,
-      ``benchmarks/results/step_cost.md``): vmap cost 0.35-0.65 s against 0.39-0.69 s for
-      ``"map"`` and 0.38-0.75 s for the 8 runs one after another.
+      (it applies to mapped lanes only; with ``lanes="vmap"`` it is an error).
+      ``docs/performance.md`` compares the two with runs one after another.
 
     Either way the result is the same pytree, stacked along a leading axis, and the
     program compiles once; call it inside ``jax.jit``.

@@ -26,9 +26,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from rproxjax._ssn import linear as _linear
 from rproxjax._linalg import mm
 from rproxjax._results import Status
+from rproxjax._ssn import linear as _linear
 
 
 def _zero_tangent(a):

@@ -37,9 +37,8 @@ import jax.numpy as jnp
 import jax.scipy.linalg
 from jax import lax
 
-from rproxjax._ssn import linear as _linear
 from rproxjax._linalg import mm
-
+from rproxjax._ssn import linear as _linear
 
 
 def _rank_one_vector(x, index, basis):

@@ -170,9 +170,11 @@ def init(p: _steps.Problem, ssn: SSN, start: _steps.Iterate) -> LoopState:
                      jnp.int32(1), best, jnp.bool_(False))
 
 
-def step(p: _steps.Problem, ssn: SSN, state: LoopState) -> LoopState:
-    """One Newton step of ``ssn.method``, keeping the best iterate."""
-    out = _steps.rule(ssn)(p, ssn, state.escalated, state.iterate)
+def step(p: _steps.Problem, ssn: SSN, state: LoopState, rule=None) -> LoopState:
+    """One Newton step of ``rule`` (default: ``ssn.method``'s, :func:`rproxjax._ssn.steps.rule`),
+    keeping the best iterate."""
+    rule = _steps.rule(ssn) if rule is None else rule
+    out = rule(p, ssn, state.escalated, state.iterate)
     it = out.iterate
     # A non-finite step ends the loop (status) and is never the best iterate: the loop
     # returns ``best``, so the current iterate needs no guard.
@@ -195,10 +197,11 @@ def terminate(state: LoopState):
     return ~state.going
 
 
-def newton_loop(p: _steps.Problem, ssn: SSN, start: _steps.Iterate) -> LoopState:
-    """The bounded Newton iteration from ``start``: :func:`init`, then :func:`step` until
-    :func:`terminate`."""
-    return lax.while_loop(lambda s: ~terminate(s), lambda s: step(p, ssn, s),
+def newton_loop(p: _steps.Problem, ssn: SSN, start: _steps.Iterate, rule=None) -> LoopState:
+    """The bounded Newton iteration from ``start``: :func:`init`, then :func:`step` (of
+    ``rule``, a function ``(problem, ssn, escalated, iterate) -> StepResult``; default
+    ``ssn.method``'s) until :func:`terminate`."""
+    return lax.while_loop(lambda s: ~terminate(s), lambda s: step(p, ssn, s, rule),
                           init(p, ssn, start))
 
 
