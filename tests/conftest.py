@@ -8,6 +8,17 @@ jax.config.update("jax_enable_x64", True)
 import pytest  # noqa: E402
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _fresh_compilation_caches():
+    """Each test module starts with JAX's in-memory caches empty. One process compiles
+    thousands of programs over the suite (no setting needs a cache cleared: settings are
+    values); left to grow, XLA's CPU compiler crashed (SIGSEGV in backend_compile) after some
+    700 tests on a 2-core machine, while each module passed alone. Modules are independent,
+    so what one compiled is never needed by the next."""
+    yield
+    jax.clear_caches()
+
+
 @pytest.fixture(params=[None, False], ids=["lanes-default", "lanes-batched"])
 def lanes(request):
     """Solver settings with the default batching of vmapped solves (lanes mapped one after
