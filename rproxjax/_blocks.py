@@ -76,7 +76,7 @@ class Block:
 
     def check(self, name, x):
         if not hasattr(x, "shape"):
-            raise ValueError(f"{name} must be an array, got {type(x).__name__}.")
+            raise TypeError(f"{name} must be an array, got {type(x).__name__}.")
         self._check_point(name, x)
         if self.reg is not None and hasattr(self.reg, "check"):
             self.reg.check(x.shape)

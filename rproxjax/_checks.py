@@ -54,6 +54,39 @@ def check_array(name: str, array) -> None:
                            else "."))
 
 
+def array_tree(name: str, tree):
+    """``tree`` (an array or a pytree of arrays) with its NumPy leaves as JAX arrays.
+
+    NumPy arrays and scalars are array-likes everywhere in rproxjax; a leaf that is not an
+    array (a list, a string, a Python number, None) raises a TypeError naming ``name``.
+    """
+    leaves, treedef = jax.tree.flatten(tree)
+    if not leaves:
+        raise TypeError(f"{name} must be an array or a pytree of arrays, got "
+                        f"{type(tree).__name__} holding none.")
+    out = []
+    for leaf in leaves:
+        if isinstance(leaf, np.ndarray | np.generic):
+            if not (np.issubdtype(leaf.dtype, np.number) or leaf.dtype == np.bool_):
+                raise TypeError(f"{name} must hold numbers, got a NumPy array of dtype "
+                                f"{leaf.dtype}.")
+            leaf = jnp.asarray(leaf)
+        elif not isinstance(leaf, jax.Array):
+            hint = ("; convert it with numpy.asarray." if isinstance(tree, list | tuple)
+                    and not isinstance(leaf, jax.Array | np.ndarray) else ".")
+            raise TypeError(f"{name} must be an array or a pytree of arrays (NumPy or JAX), "
+                            f"got {type(tree).__name__}"
+                            + (f" holding {type(leaf).__name__}" if leaf is not tree else "")
+                            + hint)
+        out.append(leaf)
+    return jax.tree.unflatten(treedef, out)
+
+
+def not_a_number(value) -> bool:
+    """A string, list, tuple, dict, None or bool: a type error for a numeric argument."""
+    return isinstance(value, str | bytes | list | tuple | dict | bool | np.bool_) or value is None
+
+
 def check_float(name: str, array) -> None:
     """float32 or float64: the dtypes the solvers are built and tested for (float16 and
     bfloat16 have no eigendecompositions or QR in JAX and too little precision for the
@@ -108,21 +141,25 @@ def check_same_shape(name_a: str, a, name_b: str, b) -> None:
 
 
 def check_positive(name: str, value) -> None:
+    if not_a_number(value):
+        raise TypeError(f"{name} must be a real number, got {value!r}.")
     concrete = concrete_or_none(value)
     if concrete is None:
         return
     if not jnp.issubdtype(concrete.dtype, jnp.number) or np.iscomplexobj(concrete):
-        raise ValueError(f"{name} must be a real number, got {value!r}.")
+        raise TypeError(f"{name} must be a real number, got {value!r}.")
     if not np.all(np.isfinite(concrete)) or np.any(concrete <= 0):
         raise ValueError(f"{name} must be finite and > 0, got {value!r}.")
 
 
 def check_nonnegative(name: str, value) -> None:
+    if not_a_number(value):
+        raise TypeError(f"{name} must be a real number, got {value!r}.")
     concrete = concrete_or_none(value)
     if concrete is None:
         return
     if not jnp.issubdtype(concrete.dtype, jnp.number) or np.iscomplexobj(concrete):
-        raise ValueError(f"{name} must be a real number, got {value!r}.")
+        raise TypeError(f"{name} must be a real number, got {value!r}.")
     if not np.all(np.isfinite(concrete)) or np.any(concrete < 0):
         raise ValueError(f"{name} must be finite and >= 0, got {value!r}.")
 

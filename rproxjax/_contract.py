@@ -24,8 +24,8 @@ import jax.numpy as jnp
 
 from rproxjax._ssn.solve import SubproblemInfo
 
-__all__ = ["Needs", "StepInfo", "any_halted", "block_cost", "find_needs", "refresh_cost",
-           "step_cost", "step_info"]
+__all__ = ["Needs", "StepInfo", "any_halted", "block_cost", "find_needs", "halt",
+           "refresh_cost", "step_cost", "step_info"]
 
 Array = Any
 
@@ -150,11 +150,24 @@ def step_info(state) -> StepInfo | None:
     return found[0] if found else None
 
 
+def _is_halted_field(path) -> bool:
+    return bool(path) and getattr(path[-1], "name", None) == "halted"
+
+
 def any_halted(state) -> Array:
     """True if any transformation of the chain has halted."""
     flags = [leaf for path, leaf in jax.tree_util.tree_flatten_with_path(state)[0]
-             if path and getattr(path[-1], "name", None) == "halted"]
+             if _is_halted_field(path)]
     return jnp.any(jnp.stack(flags)) if flags else jnp.bool_(False)
+
+
+def halt(state, flag):
+    """The state with every ``halted`` field of the chain set where ``flag`` is True (a
+    traced bool; elementwise, so vmapped lanes halt alone). The runner's refusal of a step
+    (a point off the manifold): the transformations' own flags are sticky, so every later
+    update is zero, as after a non-finite gradient."""
+    return jax.tree_util.tree_map_with_path(
+        lambda path, leaf: leaf | flag if _is_halted_field(path) else leaf, state)
 
 
 def ssn_totals(info: StepInfo | None, dtype):

@@ -305,11 +305,13 @@ class L21(NamedTuple):
 
 
 def _as_strength(name, mu, max_ndim=1):
+    if _checks.not_a_number(mu):
+        raise TypeError(f"{name}: mu must be numeric (a number or an array), got {mu!r}.")
     concrete = _checks.concrete_or_none(mu)
     if concrete is not None:
         # jnp's test: ml_dtypes' bfloat16 is not a NumPy number.
         if concrete.dtype == object or not jnp.issubdtype(concrete.dtype, jnp.number):
-            raise ValueError(f"{name}: mu must be numeric, got {mu!r}.")
+            raise TypeError(f"{name}: mu must be numeric, got {mu!r}.")
     shape = concrete.shape if concrete is not None else jnp.shape(mu)
     if len(shape) > max_ndim:
         raise ValueError(

@@ -50,6 +50,8 @@ def hyper(name, value):
     of compiled programs, so new values do not recompile)."""
     if callable(value):
         return value
+    if _checks.not_a_number(value):
+        raise TypeError(f"{name} must be a real number or a schedule, got {value!r}.")
     if jnp.ndim(value) != 0:
         raise ValueError(f"{name} must be a scalar or a schedule, got shape {jnp.shape(value)}.")
     _checks.check_positive(name, value)

@@ -236,7 +236,7 @@ def test_bad_inputs_raise_clear_errors():
     with pytest.raises(ValueError, match="value_fn"):
         m = rproxjax.manpg(0.1, rproxjax.l1(0.1), tol=1e-6)
         m.update(x, m.init(x), x)
-    with pytest.raises(ValueError, match="params must be an array, got dict"):
+    with pytest.raises(TypeError, match="params must be an array, got dict"):
         opt.init({"a": x})
     with pytest.raises(ValueError, match="does not match the structure"):
         rproxjax.r_prox_sgd(0.1, 0.1, blocks={"a": rproxjax.Stiefel()}).init({"b": x})

@@ -133,3 +133,48 @@ def test_vmap_over_mu_of_a_sharded_pure_fit_equals_the_single_runs(problem):
     lanes = jax.jit(jax.vmap(run))(mus)
     single = jnp.stack([jax.jit(run)(m) for m in mus])
     np.testing.assert_allclose(lanes, single, rtol=0, atol=1e-12)
+
+
+def test_pure_fit_under_jit_reads_the_mesh_off_placed_data(problem):
+    """Data placed over a mesh with Explicit axes (jax.make_mesh's default) and passed to a
+    jitted pure_fit without mesh=: the mesh is read off the traced data's type (it raised
+    JAX's ShardingTypeError before), so the run is fit's data-parallel one; vmapped over
+    keys too. On an Auto mesh the traced type holds no split: mesh= is needed there."""
+    z, x0, mesh = problem
+    opt = rproxjax.r_prox_sgd(0.1, 0.5, rproxjax.l1(0.05))
+    kwargs = dict(batch_size=B, num_epochs=2)
+    placed = jax.device_put(z, NamedSharding(mesh, P("data")))
+    a = rproxjax.fit(opt, spca_loss, x0, z, key=jax.random.key(9), mesh=mesh, **kwargs)
+    b = jax.jit(lambda data: rproxjax.pure_fit(opt, spca_loss, x0, data, key=jax.random.key(9),
+                                               **kwargs))(placed)
+    np.testing.assert_array_equal(a.params, b.params)
+    np.testing.assert_array_equal(a.history.ifo, b.history.ifo)
+    keys = jax.random.split(jax.random.key(10), 2)
+    lanes = jax.jit(jax.vmap(lambda k, data: rproxjax.pure_fit(
+        opt, spca_loss, x0, data, key=k, **kwargs).params, in_axes=(0, None)))(keys, placed)
+    for lane, k in zip(lanes, keys, strict=True):
+        ref = rproxjax.fit(opt, spca_loss, x0, z, key=k, mesh=mesh, **kwargs)
+        np.testing.assert_allclose(lane, ref.params, rtol=0, atol=1e-12)
+    ref = reference_plain(opt, x0, z, jax.random.key(9), B, 2, K)  # k shards' samples
+    np.testing.assert_allclose(b.params, ref, rtol=0, atol=1e-10)
+
+
+def test_a_halted_sharded_run_keeps_its_point(problem):
+    """The manifold guard on a data-parallel run: a step off the manifold is refused on
+    every device alike, in fit and in a jitted pure_fit."""
+    import optax
+
+    z, x0, mesh = problem
+    inner = rproxjax.r_prox_sgd(0.1, 0.5, rproxjax.l1(0.05))
+
+    def update(updates, state, params=None, **extra):
+        updates, state = inner.update(updates, state, params, **extra)
+        return 0.5 * updates, state
+
+    opt = optax.GradientTransformationExtraArgs(inner.init, update)
+    kwargs = dict(key=jax.random.key(11), batch_size=B, num_epochs=1, mesh=mesh)
+    a = rproxjax.fit(opt, spca_loss, x0, z, **kwargs)
+    b = jax.jit(lambda data: rproxjax.pure_fit(opt, spca_loss, x0, data, **kwargs))(z)
+    for res in (a, b):
+        assert np.asarray(res.history.halted).all()
+        np.testing.assert_array_equal(res.params, x0)

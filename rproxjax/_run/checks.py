@@ -46,6 +46,54 @@ def check_optimizer(optimizer, state):
             "fit keeps params on their manifolds only through one; chain optax "
             "preprocessing before an rproxjax optimizer (e.g. optax.chain(clip, r_prox_sgd))."
         )
+    if state is not None and _is_optax_chain(optimizer):
+        _check_nothing_after_the_step(state)
+
+
+def _is_optax_chain(optimizer) -> bool:
+    """``optimizer`` is built by ``optax.chain`` (the named optimizers are), so its state is
+    the plain tuple of its links' states. A test (tests/test_compositions.py) fails if a
+    new optax version builds chains otherwise."""
+    import optax
+
+    init = getattr(optimizer, "init", None)
+    return (getattr(init, "__qualname__", None) == "chain.<locals>.init_fn"
+            and getattr(init, "__module__", None) == optax.chain.__module__)
+
+
+def _lands_on_manifold(node) -> bool:
+    """A state (or part of one) holding the link whose update lands on the manifold."""
+    from rproxjax._manpg import ManPGState
+    from rproxjax._transforms import RetractionState
+
+    return any(isinstance(leaf, RetractionState | ManPGState)
+               for leaf in jax.tree.leaves(node, is_leaf=lambda n: isinstance(
+                   n, RetractionState | ManPGState)))
+
+
+def _check_nothing_after_the_step(state, where="optimizer"):
+    """No link of an ``optax.chain`` may follow the one that lands on the manifold (the
+    retraction, or ManPG): its update Retr_X(eta zeta) - X, changed (scaled, clipped,
+    added to), moves X off the manifold. Only ``optax.chain``'s state is read (the caller
+    checks that the optimizer is one): the plain tuple of its links' states, and a link
+    that is a plain tuple again, a nested chain (the named optimizers are chains; a
+    NamedTuple state is one transformation's, whose fields are not links). Wrappers whose
+    state is not a plain tuple (``optax.inject_hyperparams``, ``optax.masked``, ...) are
+    not looked into: the epoch program's feasibility guard catches what this misses."""
+    if type(state) is not tuple:  # noqa: E721 - a NamedTuple is one link's state
+        return
+    last = max((i for i, link in enumerate(state) if _lands_on_manifold(link)), default=None)
+    if last is None:
+        return
+    if last < len(state) - 1:
+        after = ", ".join(type(link).__name__ for link in state[last + 1:])
+        raise ValueError(
+            f"{where} chains a transformation after the rproxjax step (link {last + 1} of "
+            f"{len(state)}; after it, links with states {after}): a transformation after "
+            "the rproxjax step moves X off the manifold; put gradient preprocessing before it "
+            "(e.g. optax.chain(optax.clip_by_global_norm(1.0), rproxjax.r_prox_sgd(...))), "
+            "and scale the step through the optimizer's learning rate.")
+    _check_nothing_after_the_step(state[last], f"{where}'s link {last + 1}")
 
 
 def check_opt_state(optimizer, params, opt_state):

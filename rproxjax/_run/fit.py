@@ -98,12 +98,13 @@ def _settings(batch_size, num_epochs, num_steps, steps_per_epoch, refresh_batch_
 
 
 def _check_params(state, params):
+    from rproxjax._run.program import feasibility_tolerance
+
     blocks = state_blocks(state)
     map_blocks(lambda b, x: b.check("params", x), blocks, params)
     feas = map_blocks(lambda b, x: b.feasibility(x), blocks, params)
-    dtype = jnp.result_type(*jax.tree.leaves(params))
-    tol = 1e-6 if dtype == jnp.float64 else 1e-3
     for value in jax.tree.leaves(feas):
+        tol = feasibility_tolerance(value.dtype)  # the epoch program's guard's, by dtype
         concrete = _checks.concrete_or_none(value)
         if concrete is not None and not float(concrete) <= tol:
             raise ValueError(
@@ -113,8 +114,9 @@ def _check_params(state, params):
             )
 
 
-def _finite_plan(needs: Needs, n: int, s: _Settings) -> tuple[Plan, int]:
-    """(epoch plan, number of epochs) in finite-sum mode."""
+def _finite_plan(needs: Needs, n: int, s: _Settings) -> tuple[Plan, int, int | None]:
+    """(epoch plan, number of epochs, steps of a partial last epoch or None) in finite-sum
+    mode: ``num_steps`` not a multiple of the epoch's steps ends with a partial epoch."""
     b = n if s.batch_size is None and needs.full_batch else s.batch_size
     positive_int("batch_size", b, allow_none=False)
     if b > n:
@@ -138,17 +140,21 @@ def _finite_plan(needs: Needs, n: int, s: _Settings) -> tuple[Plan, int]:
                              f"must divide q (epochs are segments of a block).")
     elif q is not None:
         steps = max(1, steps // q) * q
-    num_epochs = s.num_epochs
+    num_epochs, last = s.num_epochs, None
     if num_epochs is None:
         if s.num_steps is None:
             raise ValueError("give num_epochs (or num_steps) in finite-sum mode.")
-        num_epochs = -(-s.num_steps // steps)
+        num_epochs, rest = divmod(s.num_steps, steps)
+        if rest:  # a partial last epoch: exactly num_steps steps
+            num_epochs, last = num_epochs + 1, rest
+    elif s.num_steps is not None:
+        raise ValueError("give num_epochs or num_steps, not both.")
     positive_int("num_epochs", num_epochs, allow_none=False)
     refresh = s.refresh_batch_size if s.refresh_batch_size not in (None, n) else None
-    return Plan(steps, b, q, refresh), num_epochs
+    return Plan(steps, b, q, refresh), num_epochs, last
 
 
-def _stream_plan(needs: Needs, s: _Settings) -> tuple[Plan, int]:
+def _stream_plan(needs: Needs, s: _Settings) -> tuple[Plan, int, None]:
     positive_int("batch_size", s.batch_size, allow_none=False)
     if not isinstance(s.num_steps, int) or s.num_steps < 1:
         raise ValueError("online mode needs num_steps, a positive int.")
@@ -163,7 +169,7 @@ def _stream_plan(needs: Needs, s: _Settings) -> tuple[Plan, int]:
         if q < 2:
             raise ValueError("the refresh period q must be >= 2 in the runner.")
         steps = q
-    return Plan(steps, s.batch_size, q, s.refresh_batch_size), -(-s.num_steps // steps)
+    return Plan(steps, s.batch_size, q, s.refresh_batch_size), -(-s.num_steps // steps), None
 
 
 def _ifo0(initial=0):
@@ -197,9 +203,16 @@ def _epoch_keys(key, num_epochs):
 
 def _prepare(optimizer, loss_fn, params, data, key, opt_state, settings, batched_loss,
              record_loss, record_variance, initial_ifo, mesh=None, data_axis=None):
-    """(program, number of epochs, initial carry (params, state, IFOs)) for both drivers."""
+    """(program, number of epochs, steps of a partial last epoch or None, initial carry
+    (params, state, IFOs)) for both drivers."""
     check_key(key)
     check_optimizer(optimizer, None)
+    params = _checks.array_tree("params", params)
+    if not hasattr(data, "__next__"):  # a data set: NumPy leaves become JAX arrays
+        data = _checks.array_tree("data", data)
+    if opt_state is not None:
+        opt_state = jax.tree.map(
+            lambda a: jnp.asarray(a) if isinstance(a, np.ndarray | np.generic) else a, opt_state)
     if opt_state is not None:
         check_opt_state(optimizer, params, opt_state)
     state = optimizer.init(params) if opt_state is None else opt_state
@@ -215,7 +228,7 @@ def _prepare(optimizer, loss_fn, params, data, key, opt_state, settings, batched
             lambda a: jax.ShapeDtypeStruct(((min(2, a.shape[0]),) if batched_loss else ())
                                            + a.shape[1:], a.dtype), data)
         check_loss(loss_fn, params, sample, batched_loss)
-        plan, num_epochs = _finite_plan(needs, sampler.n, settings)
+        plan, num_epochs, last = _finite_plan(needs, sampler.n, settings)
         placement = data_mesh(data, mesh, data_axis)
         if placement is not None:
             sampler = ShardedFiniteSum(data, *placement, settings.chunk_size)
@@ -227,10 +240,10 @@ def _prepare(optimizer, loss_fn, params, data, key, opt_state, settings, batched
         if record_variance:
             raise ValueError("record_variance needs the full gradient: finite-sum mode only.")
         sampler = Stream(data, settings.batch_size)
-        plan, num_epochs = _stream_plan(needs, settings)
+        plan, num_epochs, last = _stream_plan(needs, settings)
     program = EpochProgram(optimizer, objective, sampler, plan, needs, record_loss,
                            record_variance)
-    return program, num_epochs, (params, state, _ifo0(initial_ifo))
+    return program, num_epochs, last, (params, state, _ifo0(initial_ifo))
 
 
 def _is_traced(tree):
@@ -273,8 +286,9 @@ def fit(optimizer, loss_fn, params, data, *, key, batch_size: int | None = None,
       batch_size: minibatch size b (|S| or |S2|); full-batch methods (ManPG)
         default to n.
       num_epochs: epochs to run (finite-sum mode).
-      num_steps: steps to run (online mode; in finite-sum mode rounded up to
-        whole epochs).
+      num_steps: steps to run, exactly, instead of ``num_epochs`` (online mode:
+        required; finite-sum mode: whole epochs, then a partial last epoch that
+        takes the first steps of its epoch's samples, a partial block included).
       steps_per_epoch: finite-sum mode: steps per compiled epoch (default
         n // batch_size, a pass over the data; with a refresh period q a
         pass of minibatch steps, max(1, (n // b) // (q - 1)) blocks of q
@@ -330,12 +344,12 @@ def fit(optimizer, loss_fn, params, data, *, key, batch_size: int | None = None,
                          "jax.jit or jax.vmap call rproxjax.pure_fit (same arguments).")
     settings = _settings(batch_size, num_epochs, num_steps, steps_per_epoch,
                          refresh_batch_size, chunk_size)
-    program, epochs, carry = _prepare(optimizer, loss_fn, params, data, key, opt_state,
-                                      settings, batched_loss, record_loss, record_variance,
-                                      initial_ifo, mesh, data_axis)
+    program, epochs, last, carry = _prepare(optimizer, loss_fn, params, data, key, opt_state,
+                                            settings, batched_loss, record_loss,
+                                            record_variance, initial_ifo, mesh, data_axis)
     if program.finite_sum:
         key, elements = _finite_elements(program, key, epochs)
-        result = _host_loop(program, carry, elements, key, progress, epochs)
+        result = _host_loop(program, carry, elements, key, progress, epochs, last)
     else:
         sizes = chunk_steps(settings.num_steps, program.plan.steps)
         chunks = (program.sampler.chunk(program.plan, steps) for steps in sizes)
@@ -352,51 +366,64 @@ def fit(optimizer, loss_fn, params, data, *, key, batch_size: int | None = None,
 
 def _raise_if_halted(result: FitResult):
     """``throw=True``: a run that halted is an error (with the run attached)."""
+    from rproxjax._run.program import feasibility_tolerance
+
     halted = np.asarray(result.history.halted)
     if halted.any():
         step = int(np.argmax(halted))
+        feas = np.asarray(result.history.feasibility)[step]
+        tol = feasibility_tolerance(feas.dtype)
+        why = ("a non-finite gradient, subproblem or objective, or an invalid traced "
+               "hyperparameter (a step <= 0, mu < 0)")
+        if not feas <= tol:
+            why = (f"its point left the manifold (||X^T X - I||_F = {feas:.3e} > {tol:g}): "
+                   "a transformation after the rproxjax step moves X off the manifold; put "
+                   "gradient preprocessing before it")
         err = RuntimeError(
-            f"the run halted at step {step}: a non-finite gradient, subproblem or objective, "
-            "or an invalid traced hyperparameter (a step <= 0, mu < 0); the params were "
-            "kept from then on (err.result holds the run).")
+            f"the run halted at step {step}: {why}; the params were kept from then on "
+            "(err.result holds the run).")
         err.result = result
         raise err
 
 
 
 
-def _draw_inputs(compiled, program, segmented, element, head, drawn):
+def _draw_inputs(compiled, program, segmented, element, head, drawn, steps=None):
     """The sample indices of a finite-sum epoch (drawn outside the timing): from its key,
     or for a segment of a block, its slice of the block's samples, drawn once per block
-    at the block's head segment (``drawn`` keeps them)."""
+    at the block's head segment (``drawn`` keeps them); ``steps`` cuts a run's last
+    segment short."""
     if not segmented:
         return compiled(("inputs",), lambda k: program.sampler.epoch_inputs(k, program.plan),
                         element)
     key, j = element
     if head:
         drawn["block"] = compiled(("block",), program.block_inputs, key)
-    return compiled(("slice", head), lambda b, i: program.segment_slice(b, i, head),
-                    drawn["block"], j)
+    return compiled(("slice", head, steps),
+                    lambda b, i: program.segment_slice(b, i, head, steps), drawn["block"], j)
 
 
-def _epoch_fn(program):
-    """One epoch of ``program`` from its inputs (sample indices, or an online chunk)."""
+def _epoch_fn(program, partial=None):
+    """One epoch of ``program`` from its inputs (sample indices, or an online chunk), or its
+    first ``partial`` steps (a run's last, partial epoch)."""
     finite = program.finite_sum
 
     def epoch(c, inputs):
-        c, hist = program.run(c, inputs)
+        c, hist = (program.run(c, inputs) if partial is None
+                   else program.run_partial(c, inputs, partial))
         return c, hist, (None if finite else program.end_loss(c, inputs))
 
     return epoch
 
 
-def _host_loop(program, carry, inputs_iter, key, progress, total):
+def _host_loop(program, carry, inputs_iter, key, progress, total, last=None):
     """Runs the epochs one compiled call at a time, timing each. The times exclude
     compilation and, in finite-sum mode, drawing the epoch's sample indices (a permutation
     of the n samples, about 10 ms at n = 20,000 on CPU: it would make a run's time depend on
     how many curve points it records). Epochs that are segments of a block
     (``steps_per_epoch < q``) alternate between the block's head (the refresh and the first
-    steps) and its tail segments."""
+    steps) and its tail segments. ``last``: the steps of a partial last epoch (finite-sum
+    mode), which runs the first ``last`` steps of its epoch's samples."""
     carry0_ifo = carry[2]
     finite = program.finite_sum
     parts = program.segments()
@@ -412,13 +439,16 @@ def _host_loop(program, carry, inputs_iter, key, progress, total):
     try:
         for e, element in enumerate(inputs_iter):
             part = 0 if parts is None else int(e % parts[2] != 0)
+            partial = last if finite and e == total - 1 else None
             if finite:
                 element = _draw_inputs(compiled, program, parts is not None, element,
-                                       part == 0, drawn)
-            shapes = (part, str(jax.tree.map(jnp.shape, element)))
+                                       part == 0, drawn, None if parts is None else partial)
+            if parts is not None:
+                partial = None  # a segment's slice is already cut short
+            shapes = (part, partial, str(jax.tree.map(jnp.shape, element)))
             if shapes not in programs:
                 prog = program if parts is None else parts[part]
-                programs[shapes] = compile_once(_epoch_fn(prog), carry, element)
+                programs[shapes] = compile_once(_epoch_fn(prog, partial), carry, element)
             if finite and end_loss is None:  # F after each epoch, outside the timing
                 end_loss = compile_once(lambda c: program.end_loss(c, None), carry)
                 losses.append(end_loss(carry))
@@ -470,14 +500,22 @@ def pure_fit(optimizer, loss_fn, params, data, *, key, batch_size: int | None = 
       steps_per_epoch, opt_state, refresh_batch_size, record_loss, record_variance,
       chunk_size, batched_loss, initial_ifo, mesh, data_axis: as in :func:`fit`;
         ``data`` must be a data set (finite-sum mode), and ``steps_per_epoch`` at least
-        the refresh period q (whole blocks).
+        the refresh period q (whole blocks). Under ``jax.jit``, data placed with a
+        ``NamedSharding`` over a mesh with Explicit axes (``jax.make_mesh``'s default) are
+        run data-parallel without ``mesh``, as :func:`fit` runs them (the mesh is read
+        off their traced type); over a mesh with Auto axes the traced data do not say
+        their split: pass ``mesh``.
 
     Returns:
-      A :class:`FitResult` (``epoch_time`` NaN).
+      A :class:`FitResult` (``epoch_time`` NaN). As in :func:`fit`, a step whose point
+      leaves the manifold (||X^T X - I||_F above 1e-3 in float32, 1e-6 in float64) is
+      refused and the run halted (``history.halted``); there is no ``throw`` under
+      ``jit``: read the flag.
 
     Raises:
-      ValueError: as :func:`fit` does, and for an online stream or epochs shorter than a
-        block.
+      ValueError: as :func:`fit` does (e.g. for an ``optax.chain`` with a transformation
+        after the rproxjax step, which would move X off the manifold), and for an online
+        stream or epochs shorter than a block.
 
     Example:
         >>> import jax, jax.numpy as jnp, rproxjax
@@ -491,26 +529,33 @@ def pure_fit(optimizer, loss_fn, params, data, *, key, batch_size: int | None = 
         >>> jax.jit(jax.vmap(run))(jnp.array([0.01, 0.1])).shape
         (2,)
     """
-    if not is_dataset(data):
+    if hasattr(data, "__next__"):
         raise ValueError("pure_fit needs a data set (an array or pytree of arrays); stream "
                          "minibatches with fit.")
     settings = _settings(batch_size, num_epochs, num_steps, steps_per_epoch,
                          refresh_batch_size, chunk_size)
-    program, epochs, carry = _prepare(optimizer, loss_fn, params, data, key, opt_state,
-                                      settings, batched_loss, record_loss, record_variance,
-                                      initial_ifo, mesh, data_axis)
+    program, epochs, last, carry = _prepare(optimizer, loss_fn, params, data, key, opt_state,
+                                            settings, batched_loss, record_loss,
+                                            record_variance, initial_ifo, mesh, data_axis)
     if program.segments() is not None:
         raise ValueError("pure_fit runs whole blocks: steps_per_epoch must be at least the "
                          "refresh period q (fit splits blocks into shorter epochs).")
     loss0 = program.end_loss(carry, None)
     key, keys = _epoch_keys(key, epochs)
 
-    def epoch(c, k):
-        c, hist = program.run(c, program.sampler.epoch_inputs(k, program.plan))
+    def epoch(c, k, partial=None):
+        inputs = program.sampler.epoch_inputs(k, program.plan)
+        c, hist = (program.run(c, inputs) if partial is None
+                   else program.run_partial(c, inputs, partial))
         return c, (hist, program.end_loss(c, None), c[2])
 
-    carry, (hist, losses, ifos) = lax.scan(epoch, carry, keys)
+    whole = keys if last is None else keys[:-1]
+    carry, (hist, losses, ifos) = lax.scan(epoch, carry, whole)
     hist = jax.tree.map(lambda a: a.reshape((-1,) + a.shape[2:]), hist)
+    if last is not None:  # the partial last epoch: exactly num_steps steps
+        carry, (h, loss, ifo) = epoch(carry, keys[-1], last)
+        hist = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), hist, h)
+        losses, ifos = jnp.concatenate([losses, loss[None]]), jnp.concatenate([ifos, ifo[None]])
     return FitResult(carry[0], carry[1], hist, jnp.concatenate([loss0[None], losses]),
                      jnp.concatenate([_ifo0(initial_ifo)[None], ifos]),
                      jnp.full((epochs + 1,), jnp.nan), key)

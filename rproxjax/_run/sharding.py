@@ -28,7 +28,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 from jax import lax
-from jax.sharding import AxisType, Mesh, NamedSharding
+from jax.sharding import AbstractMesh, AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from rproxjax._run.data import Plan, _indices, chunked_mean, leading_size, take
@@ -40,7 +40,9 @@ def data_mesh(data, mesh, data_axis):
     """(mesh, axis) of a data-parallel run, or None for a single-device one.
 
     ``mesh`` given: shard over ``data_axis`` (default: the mesh's only axis). Else, data
-    already placed with a ``NamedSharding`` that splits the leading axis give theirs.
+    already placed with a ``NamedSharding`` that splits the leading axis give theirs; traced
+    data (``pure_fit`` under ``jax.jit``) give it where their type holds it, on a mesh with
+    Explicit axes (``jax.make_mesh``'s default), as an AbstractMesh (:func:`_sharding_of`).
     """
     if mesh is None:
         if data_axis is not None:
@@ -59,20 +61,32 @@ def data_mesh(data, mesh, data_axis):
     return mesh, data_axis
 
 
+def _sharding_of(leaf):
+    """A leaf's sharding: a concrete array's, or a traced one's type's (pure_fit under jit:
+    data placed over a mesh with Explicit axes, ``jax.make_mesh``'s default, keep their
+    split in their type, over the mesh's AbstractMesh; with Auto axes the type holds no
+    split, and the run is a single-device one unless ``mesh=`` is given)."""
+    if isinstance(leaf, jax.core.Tracer):
+        return jax.typeof(leaf).sharding
+    return getattr(leaf, "sharding", None)
+
+
 def _mesh_of(data):
-    found = set()
+    found = {}  # (abstract mesh, axis) -> the mesh (a concrete one where a leaf has one)
     for leaf in jax.tree.leaves(data):
-        if isinstance(leaf, jax.core.Tracer):
-            continue  # traced (pure_fit under jit): no placement to read; pass mesh=
-        sharding = getattr(leaf, "sharding", None)
+        sharding = _sharding_of(leaf)
         if isinstance(sharding, NamedSharding) and len(sharding.spec) and sharding.spec[0]:
-            found.add((sharding.mesh, sharding.spec[0]))
+            mesh = sharding.mesh
+            key = (getattr(mesh, "abstract_mesh", mesh), sharding.spec[0])
+            if isinstance(found.get(key), Mesh):
+                continue
+            found[key] = mesh
     if not found:
         return None
     if len(found) > 1:
         raise ValueError("the data's arrays are sharded over different meshes or axes; "
                          "shard them alike or pass mesh=.")
-    mesh, axis = found.pop()
+    (_, axis), mesh = found.popitem()
     if not isinstance(axis, str):
         raise ValueError(f"the data's leading axis is sharded over several mesh axes {axis}; "
                          "rproxjax shards samples over one axis: pass mesh= and data_axis=.")
@@ -91,11 +105,16 @@ def shard_indices(key, n_local, shards, shape):
 class ShardedFiniteSum:
     """A resident data set of n samples in k equal shards along ``axis`` of ``mesh``."""
 
-    def __init__(self, data, mesh: Mesh, axis: str, chunk_size: int):
+    def __init__(self, data, mesh: Mesh | AbstractMesh, axis: str, chunk_size: int):
         # Auto axes: shard_map then splits replicated inputs (the indices) by local slices,
         # whatever axis types the caller's mesh has (jax.make_mesh makes Explicit ones).
-        self.mesh = Mesh(mesh.devices, mesh.axis_names,
-                         axis_types=(AxisType.Auto,) * len(mesh.axis_names))
+        # An AbstractMesh (read off traced data under jit) is one too: the devices are the
+        # data's.
+        if isinstance(mesh, AbstractMesh):
+            self.mesh = mesh.update_axis_types({a: AxisType.Auto for a in mesh.axis_names})
+        else:
+            self.mesh = Mesh(mesh.devices, mesh.axis_names,
+                             axis_types=(AxisType.Auto,) * len(mesh.axis_names))
         self.axis = axis
         self.shards = mesh.shape[axis]
         self.n = leading_size(data)

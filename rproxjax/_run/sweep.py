@@ -47,6 +47,7 @@ def sweep(fn, *args, lanes: Literal["auto", "vmap", "map"] = "auto", batch_size=
         raise TypeError(f"fn must be callable, got {type(fn).__name__}.")
     if not args:
         raise ValueError("sweep needs at least one argument to map over.")
+    args = _checks.array_tree("args", args)
     sizes = {jnp.shape(a)[0] if jnp.ndim(a) else None for a in jax.tree.leaves(args)}
     if None in sizes:
         raise ValueError("sweep maps over the leading axis of args: each must have one "

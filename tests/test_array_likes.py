@@ -1,0 +1,212 @@
+"""Array-likes across the public surface: NumPy arrays (and pytrees of them) for data,
+parameters and hyperparameters give the same results as JAX arrays; other types (lists,
+strings, None) are a TypeError naming the argument. Budgets: ``num_steps`` means steps."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import rproxjax
+from rproxjax import problems
+
+RNG = np.random.default_rng(0)
+DATA = RNG.standard_normal((120, 10))
+X0 = np.linalg.qr(RNG.standard_normal((10, 3)))[0]
+G = RNG.standard_normal((10, 3))
+KEY = jax.random.key(0)
+
+
+def _as_jax(tree):
+    return jax.tree.map(jnp.asarray, tree)
+
+
+def _same(a, b):
+    for u, v in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        np.testing.assert_array_equal(np.asarray(u), np.asarray(v))
+        assert jnp.result_type(u) == jnp.result_type(v)
+
+
+OPTIMIZERS = {
+    "r_prox_sgd": (lambda h: rproxjax.r_prox_sgd(h["eta"], h["gamma"], rproxjax.l1(h["mu"])),
+                   {}),
+    "r_prox_spb": (lambda h: rproxjax.r_prox_spb(h["eta"], h["gamma"], rproxjax.l1(h["mu"]),
+                                                 q=4), {}),
+    "r_prox_svrg": (lambda h: rproxjax.r_prox_svrg(h["eta"], h["gamma"], rproxjax.l1(h["mu"]),
+                                                   m=4), {}),
+    "r_prox_sarah": (lambda h: rproxjax.r_prox_sarah(h["gamma"], h["eta"],
+                                                     rproxjax.l21(h["mu"]), q=4), {}),
+    "r_subgrad": (lambda h: rproxjax.r_subgrad(rproxjax.inverse_sqrt_schedule(h["eta"]),
+                                               rproxjax.l1(h["mu"])), {}),
+    "manpg": (lambda h: rproxjax.manpg(h["gamma"], rproxjax.l1(h["mu"]), tol=1e-10),
+              {"batch_size": 120}),
+}
+HYPER = {"eta": np.float64(0.2), "gamma": np.array(0.5), "mu": np.array(0.05)}
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_fit_and_pure_fit_take_numpy(name):
+    make, kw = OPTIMIZERS[name]
+    kw = {"batch_size": 20, **kw}
+    ref = rproxjax.fit(make(_as_jax(HYPER)), problems.spca_loss, jnp.asarray(X0),
+                       jnp.asarray(DATA), key=KEY, num_steps=5, **kw)
+    got = rproxjax.fit(make(HYPER), problems.spca_loss, X0, DATA, key=KEY, num_steps=5, **kw)
+    _same(ref.params, got.params)
+    _same(ref.history.ifo, got.history.ifo)
+    pure = jax.jit(lambda: rproxjax.pure_fit(make(HYPER), problems.spca_loss, X0, DATA,
+                                             key=KEY, num_steps=5, **kw))()
+    np.testing.assert_allclose(pure.params, ref.params, rtol=0, atol=1e-12)
+    assert pure.history.ifo.shape == (5,)
+
+
+def test_pytree_of_numpy_data_and_resumed_numpy_state():
+    opt = rproxjax.r_prox_sgd(0.2, 0.5, rproxjax.l1(0.05))
+
+    def loss(x, sample):
+        return problems.spca_loss(x, sample["z"]) * sample["w"]
+
+    data = {"z": DATA, "w": np.ones(120)}
+    ref = rproxjax.fit(opt, loss, jnp.asarray(X0), _as_jax(data), key=KEY, batch_size=20,
+                       num_epochs=2)
+    got = rproxjax.fit(opt, loss, X0, data, key=KEY, batch_size=20, num_epochs=2)
+    _same(ref.params, got.params)
+    half = rproxjax.fit(opt, loss, X0, data, key=KEY, batch_size=20, num_epochs=1)
+    state = jax.tree.map(lambda a: np.asarray(a) if isinstance(a, jax.Array)
+                         and not jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key) else a,
+                         half.opt_state)
+    resumed = rproxjax.fit(opt, loss, np.asarray(half.params), data, key=half.key,
+                           batch_size=20, num_epochs=1, opt_state=state)
+    _same(ref.params, resumed.params)
+
+
+def test_transformations_take_numpy():
+    opt = rproxjax.r_prox_sgd(np.float64(0.2), np.array(0.5), rproxjax.l1(np.array(0.05)))
+    ref = rproxjax.r_prox_sgd(0.2, 0.5, rproxjax.l1(0.05))
+    x, g = jnp.asarray(X0), jnp.asarray(G)
+    _same(ref.update(g, ref.init(x), x)[0], opt.update(G, opt.init(X0), X0)[0])
+    step = rproxjax.proximal_step(np.array(0.5), rproxjax.l1(np.array(0.05)))
+    _same(step.update(g, step.init(x), x)[0], step.update(G, step.init(X0), X0)[0])
+
+
+def test_subproblem_geometry_and_sweep_take_numpy():
+    ref = rproxjax.tangent_prox(jnp.asarray(X0), jnp.asarray(G), 0.5, rproxjax.l1(0.05))[0]
+    got = rproxjax.tangent_prox(X0, G, np.float64(0.5), rproxjax.l1(np.float64(0.05)))[0]
+    _same(ref, got)
+    _same(rproxjax.stiefel.retract(jnp.asarray(X0), jnp.asarray(0.1 * G)),
+          rproxjax.stiefel.retract(X0, 0.1 * G))
+    _same(rproxjax.stiefel.project(jnp.asarray(X0), jnp.asarray(G)),
+          rproxjax.stiefel.project(X0, G))
+
+    def solve(mu):
+        return rproxjax.tangent_prox(X0, G, 0.5, rproxjax.l1(mu))[0]
+
+    _same(rproxjax.sweep(solve, jnp.array([0.05, 0.1])),
+          rproxjax.sweep(solve, np.array([0.05, 0.1])))
+
+
+def test_problems_take_numpy():
+    x, z = jnp.asarray(X0), jnp.asarray(DATA)
+    for fn in (lambda a, b: problems.spca_objective(a, b, 0.1),
+               lambda a, b: problems.explained_variance(a, b, True),
+               lambda a, b: problems.spca_loss(a, b[0]),
+               lambda a, b: problems.spca_grad(a, b[0]),
+               lambda a, b: problems.nonzeros(a)):
+        _same(fn(x, z), fn(X0, DATA))
+    m = RNG.standard_normal((12, 9))
+    mask = RNG.random((12, 9)) < 0.6
+    prob = problems.rmc_problem(m, mask)
+    u = np.linalg.qr(RNG.standard_normal((12, 2)))[0]
+    s = np.zeros(prob.values.shape)
+    params = {"U": u, "S": s}
+    _same(problems.rmc_objective(_as_jax(params), prob, 0.1),
+          problems.rmc_objective(params, prob, np.float64(0.1)))
+    _same(problems.rmc_background(_as_jax(params), prob), problems.rmc_background(params, prob))
+
+
+BAD = [
+    ("data a list", lambda: rproxjax.fit(rproxjax.r_prox_sgd(0.1, 0.5), problems.spca_loss, X0,
+                                         DATA.tolist(), key=KEY, batch_size=20, num_epochs=1),
+     r"\bdata\b.*numpy.asarray"),
+    ("data a str", lambda: rproxjax.fit(rproxjax.r_prox_sgd(0.1, 0.5), problems.spca_loss, X0,
+                                        "data.npy", key=KEY, batch_size=20, num_epochs=1),
+     r"\bdata\b"),
+    ("pure_fit data a list", lambda: rproxjax.pure_fit(
+        rproxjax.r_prox_sgd(0.1, 0.5), problems.spca_loss, X0, DATA.tolist(), key=KEY,
+        batch_size=20, num_epochs=1), r"\bdata\b"),
+    ("data of strings", lambda: rproxjax.fit(rproxjax.r_prox_sgd(0.1, 0.5), problems.spca_loss,
+                                             X0, np.array(["a"] * 120), key=KEY, batch_size=20,
+                                             num_epochs=1), r"\bdata\b.*numbers"),
+    ("params a list", lambda: rproxjax.fit(rproxjax.r_prox_sgd(0.1, 0.5), problems.spca_loss,
+                                           X0.tolist(), DATA, key=KEY, batch_size=20,
+                                           num_epochs=1), r"\bparams\b"),
+    ("mu a str", lambda: rproxjax.l1("0.1"), r"\bmu\b"),
+    ("mu a list", lambda: rproxjax.l1([0.1, 0.2]), r"\bmu\b"),
+    ("mu None", lambda: rproxjax.l21(None), r"\bmu\b"),
+    ("learning_rate a str", lambda: rproxjax.r_prox_sgd("0.1", 0.5), r"\blearning_rate\b"),
+    ("gamma a list", lambda: rproxjax.r_prox_spb(0.1, [0.5], q=3), r"\bgamma\b"),
+    ("t a str", lambda: rproxjax.tangent_prox(X0, G, "0.5", rproxjax.l1(0.1)), r"\bt\b"),
+    ("x a list", lambda: rproxjax.tangent_prox(X0.tolist(), G, 0.5, rproxjax.l1(0.1)),
+     r"\bx\b"),
+    ("sweep args a list", lambda: rproxjax.sweep(lambda m: m, [0.1, 0.2]), r"\bargs\b"),
+    ("spca_objective data a list", lambda: problems.spca_objective(X0, DATA.tolist(), 0.1),
+     r"\bdata\b"),
+]
+
+
+@pytest.mark.parametrize("call, match", [b[1:] for b in BAD], ids=[b[0] for b in BAD])
+def test_other_types_are_a_type_error_naming_the_argument(call, match):
+    with pytest.raises(TypeError, match=match):
+        call()
+
+
+# ---------------------------------------------------------------- budgets as asked
+
+
+@pytest.mark.parametrize("q", [None, 4])
+@pytest.mark.parametrize("num_steps", [3, 7, 13])
+def test_num_steps_is_exact_and_a_prefix_of_the_longer_run(q, num_steps):
+    """A partial last epoch (and block) takes exactly num_steps steps, the same ones as the
+    first num_steps of a run of whole epochs; IFOs are exact (a refresh costs n)."""
+    opt = (rproxjax.r_prox_sgd(0.1, 0.5, rproxjax.l1(0.05)) if q is None
+           else rproxjax.r_prox_spb(0.1, 0.5, rproxjax.l1(0.05), q=q))
+    kw = dict(key=KEY, batch_size=20)
+    res = rproxjax.fit(opt, problems.spca_loss, X0, DATA, num_steps=num_steps, **kw)
+    assert res.history.ifo.shape == (num_steps,)
+    full = rproxjax.fit(opt, problems.spca_loss, X0, DATA, num_steps=24, **kw)
+    np.testing.assert_array_equal(res.history.zeta_norm, full.history.zeta_norm[:num_steps])
+    np.testing.assert_array_equal(res.history.ifo, full.history.ifo[:num_steps])
+    refreshes = 0 if q is None else -(-num_steps // q)
+    expected = refreshes * 120 + (num_steps - refreshes) * 20
+    assert int(res.epoch_ifo[-1]) == int(res.history.ifo[-1]) == expected
+    pure = rproxjax.pure_fit(opt, problems.spca_loss, X0, DATA, num_steps=num_steps, **kw)
+    np.testing.assert_array_equal(pure.params, res.params)
+    np.testing.assert_array_equal(pure.epoch_ifo, res.epoch_ifo)
+    np.testing.assert_allclose(pure.epoch_loss, res.epoch_loss, rtol=1e-12)  # as test_runner
+
+
+def test_num_steps_in_segments_of_a_block():
+    opt = rproxjax.r_prox_spb(0.1, 0.5, rproxjax.l1(0.05), q=4)
+    kw = dict(key=KEY, batch_size=20, steps_per_epoch=2)
+    short = rproxjax.fit(opt, problems.spca_loss, X0, DATA, num_steps=7, **kw)
+    long = rproxjax.fit(opt, problems.spca_loss, X0, DATA, num_steps=8, **kw)
+    assert short.history.ifo.shape == (7,)
+    np.testing.assert_array_equal(short.history.zeta_norm, long.history.zeta_norm[:7])
+
+
+def test_num_steps_and_num_epochs_together_is_an_error():
+    with pytest.raises(ValueError, match="not both"):
+        rproxjax.fit(rproxjax.r_prox_sgd(0.1, 0.5), problems.spca_loss, X0, DATA, key=KEY,
+                     batch_size=20, num_epochs=1, num_steps=3)
+
+
+def test_a_chain_with_numpy_hyperparameters_matches_jax_ones():
+    def chain(clip, eta, gamma):
+        return optax.chain(optax.clip_by_global_norm(clip), rproxjax.r_prox_sgd(eta, gamma))
+
+    kw = dict(key=KEY, batch_size=20, num_steps=4)
+    got = rproxjax.fit(chain(np.float64(10.0), np.float64(0.1), np.float64(0.5)),
+                       problems.spca_loss, X0, DATA, **kw)
+    ref = rproxjax.fit(chain(jnp.asarray(10.0), jnp.asarray(0.1), jnp.asarray(0.5)),
+                       problems.spca_loss, jnp.asarray(X0), jnp.asarray(DATA), **kw)
+    _same(ref.params, got.params)
