@@ -325,13 +325,17 @@ def fit(optimizer, loss_fn, params, data, *, key, batch_size: int | None = None,
         point and the optimizer state are replicated; n, ``batch_size`` and
         ``refresh_batch_size`` must be multiples of k. Data placed beforehand
         with a ``NamedSharding`` over the leading axis are run so without
-        ``mesh`` (in :func:`fit`; under ``jax.jit`` pass ``mesh``). Finite-sum
-        mode only; see ``docs/usage.md``, "Scaling out".
+        ``mesh`` (under ``jax.jit``, :func:`pure_fit` reads a mesh with Explicit
+        axes off the data; with Auto axes pass ``mesh``). Finite-sum mode only;
+        see ``docs/usage.md``, "Scaling out".
       data_axis: the mesh axis that splits the samples.
       progress: print a progress line per epoch/chunk on stderr.
       throw: raise a RuntimeError (with the run as ``err.result``) if the run halted
-        (``history.halted``: a non-finite gradient, subproblem or objective, or an
-        invalid traced hyperparameter). By default the flag is data, as in the state.
+        (``history.halted``: a non-finite gradient, subproblem or objective, an
+        invalid traced hyperparameter, or a step that left the manifold,
+        ||X^T X - I||_F above 1e-6 in float64 or 1e-3 in float32, which only a
+        transformation changing the step's update can cause; the step is refused).
+        By default the flag is data, as in the state.
 
     An error raised after some epochs (e.g. by an online stream in a later chunk)
     carries the run so far, a :class:`FitResult`, as ``err.partial_result``.
