@@ -6,6 +6,8 @@ Public surface:
 * :func:`l1`, :func:`l21`: regularizers (pytrees, vmappable over mu).
 * :func:`tangent_prox`: the tangent-space proximal subproblem (semi-smooth
   Newton), with :class:`SubproblemInfo` and :class:`Status`.
+* :func:`sparse_pca`, :func:`robust_matrix_completion`: the paper's applications on
+  your own data in one call.
 
 The library never changes JAX's global configuration: it computes in the
 dtype of the arrays it is given (enable float64 yourself with
@@ -32,6 +34,8 @@ from rproxjax._run.fit import FitResult, History, fit, pure_fit
 from rproxjax._run.sweep import sweep
 from rproxjax._ssn.config import SSN, SSN_RTOL
 from rproxjax._ssn.solve import SubproblemInfo, default_tol, tangent_prox
+from rproxjax._tasks.rmc import RMCResult, robust_matrix_completion
+from rproxjax._tasks.spca import SparsePCAPath, SparsePCAResult, sparse_pca
 from rproxjax._transforms import (
     ProximalStepState,
     RetractionState,
@@ -58,6 +62,22 @@ __all__ = [
     "r_prox_spb", "r_prox_svrg", "r_spider_boost", "r_subgrad",
     # running
     "FitResult", "History", "fit", "pure_fit", "sweep",
+    # tasks: the applications on your own data in one call
+    "RMCResult", "SparsePCA", "SparsePCAPath", "SparsePCAResult", "robust_matrix_completion",
+    "sparse_pca",
     # applications
     "datasets", "problems",
 ]
+
+
+def __getattr__(name):
+    """:class:`SparsePCA` (a scikit-learn estimator) is imported on first use, so that
+    scikit-learn stays an optional dependency (``pip install "rproxjax[sklearn]"``)."""
+    if name == "SparsePCA":
+        try:
+            from rproxjax._tasks.estimator import SparsePCA
+        except ImportError as err:  # pragma: no cover - scikit-learn is a test dependency
+            raise ImportError("rproxjax.SparsePCA needs scikit-learn: pip install "
+                              "\"rproxjax[sklearn]\".") from err
+        return SparsePCA
+    raise AttributeError(f"module 'rproxjax' has no attribute {name!r}")

@@ -1,0 +1,462 @@
+"""Sparse PCA on your own data in one call: :func:`sparse_pca`.
+
+The task wraps the paper's online sparse PCA model,
+
+    min_{X in St(d, r)}  (1/n) sum_i ||z_i - X X^T z_i||^2 + mu ||X||_1,
+
+with defaults read off the data (its scale fixes every step size), a budget in passes
+over the data, and a sparsity target (``nonzeros=``) met by a regularization path over mu
+computed as one compiled ``vmap`` program.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import rproxjax
+from rproxjax import _checks
+from rproxjax._linalg import mm
+from rproxjax._run.fit import FitResult
+
+__all__ = ["SparsePCAPath", "SparsePCAResult", "sparse_pca"]
+
+Array = Any
+
+METHODS = ("r_prox_spb", "r_prox_sgd", "r_subgrad", "manpg")
+NONZERO_THRESHOLD = 1e-3
+"""An entry of the (orthonormal) components counts as a nonzero when |X_ij| > 1e-3."""
+PATH_FRACTIONS = np.geomspace(2e-3, 4.0, 12)
+"""The path's first grid: these multiples of mu_max (the data's own mu scale; a stochastic
+run of a few passes can stay denser than r at mu_max itself)."""
+REFINE_POINTS = 8
+"""Points of each refinement of the path between the two values of mu around the target."""
+REFINE_ROUNDS = 3
+"""Refinements at most."""
+NONZERO_RTOL = 0.02
+"""A path stops refining once a count is within 2% of the target."""
+
+
+class SparsePCAPath(NamedTuple):
+    """The regularization path of a ``nonzeros=`` target: one entry per mu tried.
+
+    Attributes:
+      mu: the l1 weights, increasing.
+      nonzeros: total nonzeros of the components at each mu.
+      explained_variance: the paper's explained variance at each mu (see
+        :class:`SparsePCAResult`).
+      adjusted_variance: the adjusted variance at each mu.
+    """
+
+    mu: Array
+    nonzeros: Array
+    explained_variance: Array
+    adjusted_variance: Array
+
+
+class SparsePCAResult(NamedTuple):
+    """What :func:`sparse_pca` returns.
+
+    Attributes:
+      components: the loadings X, d x r with orthonormal columns (X^T X = I).
+      mean: the mean subtracted from the rows (zeros when ``center=False``).
+      scores: (data - mean) X, n x r: the data in the components' coordinates.
+      explained_variance: the paper's measure tr(X^T A A^T X) / tr(X^T X), A = (data -
+        mean)^T, divided by the total variance ||A||_F^2: the mean fraction of the variance
+        that one component explains.
+      adjusted_variance: the fraction of the total variance that the components explain
+        together, counted once where they are correlated (Zou, Hastie and Tibshirani): the
+        sum of R_jj^2 over ||A||_F^2, with A^T X = Q R a thin QR.
+      component_variance: R_jj^2 / n, the variance each component adds (length r).
+      nonzeros: entries of X with |X_ij| > 1e-3 (total).
+      nonzeros_per_component: the same count per column (length r).
+      mu: the l1 weight used (a scalar, or one per column).
+      method: the optimizer's name.
+      num_steps: optimizer steps taken.
+      passes: stochastic gradients used, in passes over the data (IFO / n).
+      history: the run's :class:`rproxjax.FitResult` (F after each epoch, IFOs, the
+        per-step history), or None when the result came from a path.
+      path: the :class:`SparsePCAPath` of a ``nonzeros=`` target, else None.
+      settings: the run's settings as a dict (step sizes, batch size, q, the data's scales).
+    """
+
+    components: Array
+    mean: Array
+    scores: Array
+    explained_variance: Array
+    adjusted_variance: Array
+    component_variance: Array
+    nonzeros: int
+    nonzeros_per_component: Array
+    mu: Array
+    method: str
+    num_steps: int
+    passes: float
+    history: FitResult | None
+    path: SparsePCAPath | None
+    settings: dict
+
+    def transform(self, data):
+        """(data - mean) X: new rows (m x d) in the components' coordinates (m x r)."""
+        data = _as_matrix("data", data, None)
+        if data.shape[1] != self.components.shape[0]:
+            raise ValueError(f"data must have d = {self.components.shape[0]} columns, got "
+                             f"shape {data.shape}.")
+        return mm(data.astype(self.components.dtype) - self.mean, self.components)
+
+
+# ------------------------------------------------------------------------ input
+
+
+def _as_matrix(name, data, dtype):
+    """A 2-D floating JAX array (integers become ``dtype`` or JAX's default float)."""
+    if _checks.not_a_number(data) or not hasattr(data, "shape"):
+        raise TypeError(f"{name} must be a 2-D array (NumPy or JAX), got {type(data).__name__}"
+                        + ("; convert it with numpy.asarray." if isinstance(data, list | tuple)
+                           else "."))
+    data = _checks.array_tree(name, data)
+    if data.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D array (n samples x d features), got shape "
+                         f"{data.shape}.")
+    if dtype is not None:
+        data = data.astype(dtype)
+    elif not jnp.issubdtype(data.dtype, jnp.floating):
+        data = data.astype(jnp.result_type(float))
+    _checks.check_float(name, data)
+    return data
+
+
+def _positive_int(name, value, low=1, high=None):
+    v = _checks.index_or_none(value)
+    if v is None:
+        raise TypeError(f"{name} must be an int, got {value!r}.")
+    if v < low or (high is not None and v > high):
+        raise ValueError(f"{name} must be in [{low}, {high}], got {v}." if high is not None
+                         else f"{name} must be >= {low}, got {v}.")
+    return v
+
+
+def _positive_float(name, value):
+    if _checks.not_a_number(value):
+        raise TypeError(f"{name} must be a number, got {value!r}.")
+    v = float(value)
+    if not (math.isfinite(v) and v > 0):
+        raise ValueError(f"{name} must be finite and > 0, got {value!r}.")
+    return v
+
+
+# ------------------------------------------------------------- the data's scales
+
+
+@jax.jit
+def _scales(data, key, x0_given, x0):
+    """(mean, X0, lambda_max of the covariance, mu_max) of centred ``data``, one program.
+
+    X0: the top r principal directions by subspace iteration (6 passes, 10 extra columns)
+    unless ``x0_given``; mu_max: the mu at which X = [e_i1, ..., e_ir], the r features of
+    largest variance, is stationary (the sparsest end of the path).
+    """
+    n, d = data.shape
+    r = x0.shape[1]
+    k = min(d, r + 10)
+    q = jnp.linalg.qr(jax.random.normal(key, (d, k), data.dtype))[0]
+    for _ in range(6):
+        q = jnp.linalg.qr(mm(data.T, mm(data, q)))[0]
+    b = mm(data, q)
+    evals, evecs = jnp.linalg.eigh(mm(b.T, b) / n)
+    pca = mm(q, evecs[:, ::-1][:, :r])
+    x0 = jnp.where(x0_given, x0, pca)
+    lam_max = evals[-1]
+    var = jnp.sum(data * data, axis=0) / n
+    top = jnp.argsort(var)[-r:]
+    cross = mm(data.T, data[:, top]) / n  # C[:, top]
+    cross = jnp.where(jnp.isin(jnp.arange(d), top)[:, None], 0.0, cross)
+    mu_max = 2.0 * jnp.max(jnp.abs(cross))
+    return x0, lam_max, mu_max
+
+
+def _metrics(x, data):
+    """(explained, adjusted, per-component variance, nonzeros per column) of X on data."""
+    n = data.shape[0]
+    total = jnp.sum(data * data)
+    proj = mm(data, x)
+    explained = jnp.sum(proj * proj) / jnp.sum(x * x) / total
+    r_diag = jnp.abs(jnp.diagonal(jnp.linalg.qr(proj, mode="r")))
+    return (explained, jnp.sum(r_diag**2) / total, r_diag**2 / n,
+            jnp.sum(jnp.abs(x) > NONZERO_THRESHOLD, axis=0))
+
+
+# ------------------------------------------------------------------ the runs
+
+
+def _plan(method, n, passes, batch_size, q):
+    """(fit keyword arguments, steps) spending at most ``passes`` * n IFOs."""
+    budget = passes * n
+    if method == "manpg":
+        steps = max(1, int(passes))
+        return dict(batch_size=n, num_steps=steps), steps
+    if method == "r_prox_spb":  # whole blocks, then a refresh and minibatch steps; a
+        # minibatch step costs 2 b (the minibatch's gradients at X_t and X_{t-1})
+        whole, rest = divmod(budget, n + 2 * (q - 1) * batch_size)
+        extra = 1 + int((rest - n) // (2 * batch_size)) if rest >= n else 0
+        steps = max(1, int(whole) * q + extra)
+        return dict(batch_size=batch_size, num_steps=steps), steps
+    steps = max(1, int(budget // batch_size))
+    return dict(batch_size=batch_size, num_steps=steps), steps
+
+
+def _optimizer(method, mu, eta, gamma, q, ssn):
+    reg = rproxjax.l1(mu)
+    if method == "r_prox_spb":
+        return rproxjax.r_prox_spb(eta, gamma, reg, q=q, ssn=ssn)
+    if method == "r_prox_sgd":
+        return rproxjax.r_prox_sgd(rproxjax.inverse_sqrt_schedule(eta), gamma, reg, ssn=ssn)
+    if method == "r_subgrad":
+        return rproxjax.r_subgrad(rproxjax.inverse_sqrt_schedule(eta * gamma), reg)
+    return rproxjax.manpg(gamma, reg, tol=1e-12, ssn=ssn)
+
+
+def _make_run(method, kw, q, ssn):
+    """run(mu (r,), eta, gamma, x0, data, key) -> (FitResult, metrics): one run, traceable."""
+
+    def run(mu, eta, gamma, x0, data, key):
+        opt = _optimizer(method, mu, eta, gamma, q, ssn)
+        res = rproxjax.pure_fit(opt, rproxjax.problems.spca_loss, x0, data, key=key, **kw)
+        return res, _metrics(res.params, data)
+
+    return run
+
+
+_PROGRAMS: dict = {}
+
+
+def _program(method, kw, q, ssn, lanes: bool):
+    """The compiled run (or its ``vmap`` over mu, for a path), cached by its settings."""
+    name = (method, tuple(sorted(kw.items())), q, ssn, lanes)
+    if name not in _PROGRAMS:
+        run = _make_run(method, kw, q, ssn)
+        if lanes:
+            run = jax.vmap(run, in_axes=(0, None, None, None, None, None))
+        _PROGRAMS[name] = jax.jit(run)
+    return _PROGRAMS[name]
+
+
+def _pick(counts, target):
+    """The index whose count is nearest the target (ties: the larger mu, the sparser)."""
+    err = np.abs(np.asarray(counts, dtype=float) - target)
+    best = np.flatnonzero(err == err.min())
+    return int(best[-1])
+
+
+def sparse_pca(data, n_components: int, *, mu=None, nonzeros: int | None = None,
+               method: str = "r_prox_spb", passes: float = 10.0, center: bool = True,
+               batch_size: int | None = None, q: int | None = None, eta: float | None = None,
+               gamma: float | None = None, x0=None, seed: int = 0,
+               ssn: rproxjax.SSN | None = None) -> SparsePCAResult:
+    r"""Sparse principal components of ``data`` (rows are samples), by the paper's model.
+
+    Solves min over X in St(d, r) of (1/n) sum_i ||z_i - X X^T z_i||^2 + mu ||X||_1 with
+    one of the library's optimizers. Every default is read off the data:
+
+    * the rows are centred (``center=True``);
+    * the start X0 is the top ``n_components`` principal directions (subspace iteration);
+    * the proximal step is gamma = 1 / L, L = 2 lambda_max(C) the Lipschitz constant of
+      the smooth part's gradient (C the covariance), and eta = 1 for R-ProxSPB (the step
+      of SpiderBoost's analysis, eta gamma <= 1 / L); R-ProxSGD and R-Subgrad use eta / sqrt(t);
+    * R-ProxSPB's minibatch is b = sqrt(n) and its refresh period q = n / (2 b)
+      (SpiderBoost's order sqrt(n) for both: a block of one full gradient and q - 1
+      steps on two minibatch gradients each costs two passes); R-ProxSGD and R-Subgrad
+      use b = sqrt(n);
+    * the budget is ``passes`` passes of stochastic gradients (IFOs / n, refreshes
+      included); ManPG takes ``passes`` full-gradient steps;
+    * mu is a value on the data's own scale: mu_max = 2 max |C_ki| over the features k
+      outside and i inside the r of largest variance, the mu at which one feature per
+      component is already stationary. ``mu`` given as a number is used as it is.
+
+    With ``nonzeros=k`` instead of ``mu``, the regularization path runs over 12 values of
+    mu (0.002 to 4 times mu_max) as one compiled ``vmap`` program, then over 8
+    values between the two that bracket k (the same compiled program), up to 3 times
+    until a count is within 2% of k, and returns the run whose total count of nonzeros
+    (entries |X_ij| > 1e-3) is nearest k, with the whole path (every mu tried, sorted).
+
+    Args:
+      data: n x d array (NumPy or JAX; integers are converted to JAX's default float).
+        The computation follows its dtype (float32, or float64 with x64 enabled).
+      n_components: r, the number of components (1 <= r <= d).
+      mu: the l1 weight (>= 0), or one per component (length r). Default (neither ``mu``
+        nor ``nonzeros``): 0.1 mu_max.
+      nonzeros: a target total count of nonzeros (r <= k <= d r), instead of ``mu``.
+      method: "r_prox_spb" (R-ProxSPB, default), "r_prox_sgd", "r_subgrad" or "manpg".
+      passes: the budget in passes over the data (default 10).
+      center: subtract the mean of the rows first.
+      batch_size, q: minibatch size and refresh period (defaults above).
+      eta, gamma: step sizes (defaults above; gamma in units of the data, 1/L).
+      x0: a d x r starting point with orthonormal columns (default: PCA).
+      seed: seeds the start's subspace iteration and the sampling.
+      ssn: subproblem settings (default ``rproxjax.SSN.stochastic()``, or
+        ``rproxjax.SSN()`` for ManPG).
+
+    Returns:
+      A :class:`SparsePCAResult`: the components, scores, explained variance (the paper's
+      and the adjusted one), nonzeros, the mu and steps used, the run's history, the path.
+
+    Raises:
+      TypeError: ``data`` (or ``x0``) is not an array; an argument is not a number.
+      ValueError: a shape, a value or a method out of range, non-finite data, both ``mu``
+        and ``nonzeros`` given, or a failed run: one that halted (a non-finite step) or
+        ended with a larger objective than at its start (steps too large). A path skips
+        its failed runs and raises only if all failed.
+
+    Example:
+        >>> import numpy as np, rproxjax
+        >>> rng = np.random.default_rng(0)
+        >>> data = rng.standard_normal((500, 20)) * np.linspace(3, 0.5, 20)
+        >>> res = rproxjax.sparse_pca(data, 3, nonzeros=12, passes=4)
+        >>> res.components.shape, abs(res.nonzeros - 12) <= 2
+        ((20, 3), True)
+        >>> bool(np.allclose(res.components.T @ res.components, np.eye(3), atol=1e-6))
+        True
+    """
+    data = _as_matrix("data", data, None)
+    n, d = data.shape
+    r = _positive_int("n_components", n_components, 1, d)
+    if n < 2:
+        raise ValueError(f"data must hold at least 2 samples, got {n}.")
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}.")
+    if mu is not None and nonzeros is not None:
+        raise ValueError("give mu or nonzeros, not both.")
+    passes = _positive_float("passes", passes)
+    if not bool(jnp.all(jnp.isfinite(data))):
+        raise ValueError("data holds NaN or inf.")
+    dtype = data.dtype
+    b = min(n, max(1, round(math.sqrt(n)))) if batch_size is None else \
+        _positive_int("batch_size", batch_size, 1, n)
+    q = max(2, round(n / (2 * b))) if q is None else _positive_int("q", q, 2)
+    if method == "manpg":
+        b = n
+    seed = _positive_int("seed", seed, 0)
+    key_x0, key_run = jax.random.split(jax.random.key(seed))
+    mean = jnp.mean(data, axis=0) if center else jnp.zeros((d,), dtype)
+    centred = data - mean
+    x0_given = x0 is not None
+    if x0_given:
+        x0 = _as_matrix("x0", x0, dtype)
+        if x0.shape != (d, r):
+            raise ValueError(f"x0 must have shape (d, r) = {(d, r)}, got {x0.shape}.")
+    x0, lam_max, mu_max = _scales(centred, key_x0, x0_given,
+                                  x0 if x0_given else jnp.zeros((d, r), dtype))
+    lam_max, mu_max = float(lam_max), float(mu_max)
+    if not (math.isfinite(lam_max) and math.isfinite(mu_max)):
+        raise ValueError("data are too large for their dtype: the covariance overflows; "
+                         "rescale them.")
+    if not lam_max > 0:
+        raise ValueError("data has no variance (every centred row is zero).")
+    gamma = 1.0 / (2.0 * lam_max) if gamma is None else _positive_float("gamma", gamma)
+    eta = 1.0 if eta is None else _positive_float("eta", eta)
+    if ssn is None:
+        ssn = rproxjax.SSN() if method == "manpg" else rproxjax.SSN.stochastic()
+    kw, steps = _plan(method, n, passes, b, q)
+    settings = dict(eta=eta, gamma=gamma, batch_size=b, q=q if method == "r_prox_spb" else None,
+                    lambda_max=lam_max, mu_max=mu_max, center=center, seed=seed)
+    variance = float(jnp.sum(centred * centred)) / n
+    consts = (jnp.asarray(eta, dtype), jnp.asarray(gamma, dtype), x0, centred, key_run)
+    ifo_n = None
+
+    if nonzeros is None:
+        mu = 0.1 * mu_max if mu is None else mu
+        mu_vec = _mu_vector(mu, r, dtype)
+        res, m = _program(method, kw, q, ssn, False)(mu_vec, *consts)
+        _raise_if_failed(res.history.halted, res.epoch_loss, variance)
+        x = res.params
+        history, path, ifo_n = res, None, float(res.epoch_ifo[-1]) / n
+        mu_out = mu_vec if jnp.ndim(mu) else mu_vec[0]
+    else:
+        target = _positive_int("nonzeros", nonzeros, r, d * r)
+        x, mu_out, path, ifo = _path(_program(method, kw, q, ssn, True), consts, target,
+                                     mu_max, variance, r, dtype)
+        history, ifo_n = None, ifo / n
+    explained, adjusted, per_comp, nnz_cols = _metrics(x, centred)
+    return SparsePCAResult(
+        components=x, mean=mean, scores=mm(centred, x), explained_variance=explained,
+        adjusted_variance=adjusted, component_variance=per_comp,
+        nonzeros=int(jnp.sum(nnz_cols)), nonzeros_per_component=nnz_cols, mu=mu_out,
+        method=method, num_steps=steps, passes=ifo_n, history=history, path=path,
+        settings=settings)
+
+
+def _path(program, consts, target, mu_max, variance, r, dtype):
+    """(X, mu, path, IFOs) of the run whose nonzeros are nearest ``target``.
+
+    The grid ``PATH_FRACTIONS`` of mu_max, then up to ``REFINE_ROUNDS`` rounds of
+    ``REFINE_POINTS`` values between the two mus that bracket the target (counts fall as mu
+    grows), until a count is within ``NONZERO_RTOL`` of it: every round is a call of the
+    same compiled ``vmap`` program (mu is traced)."""
+    runs = []  # (mus, FitResult, metrics, counts, halted)
+
+    def run(mus):
+        res, m = program(jnp.asarray(np.repeat(mus[:, None], r, 1), dtype), *consts)
+        runs.append((mus, res, m, np.asarray(jnp.sum(m[3], axis=1)),
+                     np.asarray(_failed(res.history.halted, res.epoch_loss, variance))))
+
+    run(mu_max * PATH_FRACTIONS)
+    for _ in range(REFINE_ROUNDS):
+        mus = np.concatenate([a[0] for a in runs])
+        counts = np.concatenate([a[3] for a in runs]).astype(float)
+        ok = ~np.concatenate([a[4] for a in runs])
+        if np.any(ok & (np.abs(counts - target) <= NONZERO_RTOL * target)):
+            break
+        above, below = mus[ok & (counts > target)], mus[ok & (counts < target)]
+        lo = above.max() if above.size else mus.min() * 1e-2
+        hi = below[below > lo].min() if np.any(below > lo) else mus.max() * 4.0
+        run(np.geomspace(lo, hi, REFINE_POINTS + 2)[1:-1])
+    mus = np.concatenate([a[0] for a in runs])
+    order = np.argsort(mus, kind="stable")
+    counts = np.concatenate([a[3] for a in runs])[order]
+    halted = np.concatenate([a[4] for a in runs])[order]
+    if halted.all():
+        _raise_if_failed(halted)
+    metrics = jax.tree.map(lambda *a: jnp.concatenate(a)[order], *[a[2] for a in runs])
+    params = jnp.concatenate([a[1].params for a in runs])[order]
+    ifos = np.concatenate([np.asarray(a[1].epoch_ifo[:, -1]) for a in runs])[order]
+    best = _pick(np.where(halted, np.inf, counts), target)
+    path = SparsePCAPath(jnp.asarray(mus[order], dtype), jnp.asarray(counts), metrics[0],
+                         metrics[1])
+    return params[best], jnp.asarray(mus[order][best], dtype), path, float(ifos[best])
+
+
+def _mu_vector(mu, r, dtype):
+    if _checks.not_a_number(mu):
+        raise TypeError(f"mu must be a number or one per component, got {mu!r}.")
+    mu = jnp.asarray(mu, dtype)
+    if mu.ndim == 0:
+        mu = jnp.full((r,), mu)
+    if mu.shape != (r,):
+        raise ValueError(f"mu must be a scalar or have one value per component ({r}), got "
+                         f"shape {mu.shape}.")
+    if not bool(jnp.all(jnp.isfinite(mu) & (mu >= 0))):
+        raise ValueError(f"mu must be finite and >= 0, got {np.asarray(mu)}.")
+    return mu
+
+
+def _failed(halted, epoch_loss, scale):
+    """Per run (the last axis is the steps/epochs): halted (a non-finite step), or F at the
+    end above F at the start by more than 1e-3 (|F_0| + ``scale``), ``scale`` the data's
+    total variance per sample (the size of f): the steps are too large, and the point is
+    worse than the start. (Round-off and a stochastic method's last-iterate noise stay far
+    below it; a step 100 times too large rose 10-20% in tests.)"""
+    start, end = epoch_loss[..., 0], epoch_loss[..., -1]
+    return jnp.any(halted, axis=-1) | ~(end - start <= 1e-3 * (jnp.abs(start) + scale))
+
+
+def _raise_if_failed(halted, epoch_loss=None, scale=None):
+    if epoch_loss is not None:
+        halted = _failed(halted, epoch_loss, scale)
+    if bool(np.any(np.asarray(halted))):
+        raise ValueError("the run failed: it halted (a non-finite gradient or subproblem) or "
+                         "ended with a larger objective than it started from. The step "
+                         "sizes are too large for these data: pass a smaller eta or gamma.")

@@ -1,0 +1,218 @@
+"""rproxjax.sparse_pca and rproxjax.SparsePCA: the task against the library's own fit path,
+sparsity targets on real data, invariants, bad inputs, and scikit-learn's estimator checks."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import rproxjax
+from rproxjax import problems
+from rproxjax.datasets import load_fashion_mnist, load_mnist
+
+RNG = np.random.default_rng(0)
+SMALL = RNG.standard_normal((400, 16)) * np.linspace(3.0, 0.3, 16)
+
+
+def test_same_result_as_the_fit_path_for_the_same_settings():
+    """sparse_pca with mu is R-ProxSPB through rproxjax.fit from the PCA start: the same
+    optimizer, budget and key give the same components."""
+    res = rproxjax.sparse_pca(SMALL, 3, mu=0.2, passes=6, seed=3)
+    s = res.settings
+    data = jnp.asarray(SMALL - SMALL.mean(axis=0))
+    opt = rproxjax.r_prox_spb(s["eta"], s["gamma"], rproxjax.l1(jnp.full((3,), 0.2)),
+                              q=s["q"], ssn=rproxjax.SSN.stochastic())
+    key = jax.random.split(jax.random.key(3))[1]
+    start = _pca_start(data, 3, seed=3)  # the task's PCA start
+    ref = rproxjax.fit(opt, problems.spca_loss, start, data, key=key, batch_size=s["batch_size"],
+                       num_steps=res.num_steps)
+    np.testing.assert_allclose(res.components, ref.params, rtol=0, atol=1e-10)
+    assert int(ref.epoch_ifo[-1]) == round(res.passes * 400)
+    assert res.passes <= 6.0
+    np.testing.assert_allclose(res.scores, data @ res.components, atol=1e-10)
+
+
+def _pca_start(data, r, seed):
+    from rproxjax._tasks.spca import _scales
+
+    key = jax.random.split(jax.random.key(seed))[0]
+    return _scales(data, key, False, jnp.zeros((data.shape[1], r), data.dtype))[0]
+
+
+def test_pca_start_spans_the_top_principal_subspace():
+    data = jnp.asarray(SMALL - SMALL.mean(axis=0))
+    x0 = _pca_start(data, 3, 0)
+    top = np.linalg.svd(np.asarray(data), full_matrices=False)[2][:3].T
+    np.testing.assert_allclose(np.linalg.svd(top.T @ np.asarray(x0))[1], 1.0, atol=1e-8)
+
+
+def test_invariants_and_metrics_against_numpy():
+    res = rproxjax.sparse_pca(SMALL, 4, mu=0.5, passes=5)
+    x = np.asarray(res.components)
+    assert np.linalg.norm(x.T @ x - np.eye(4)) < 1e-12
+    a = SMALL - SMALL.mean(axis=0)
+    total = np.sum(a * a)
+    assert float(res.explained_variance) == pytest.approx(
+        np.sum((a @ x) ** 2) / np.sum(x * x) / total, rel=1e-10)
+    r_diag = np.abs(np.diag(np.linalg.qr(a @ x, mode="r")))
+    assert float(res.adjusted_variance) == pytest.approx(np.sum(r_diag**2) / total, rel=1e-10)
+    assert res.nonzeros == int(np.sum(np.abs(x) > 1e-3))
+    np.testing.assert_allclose(res.transform(SMALL[:5]), a[:5] @ x, atol=1e-10)
+    assert res.mean.shape == (16,) and res.scores.shape == (400, 4)
+
+
+def test_follows_the_input_dtype_and_numpy_equals_jax():
+    a = rproxjax.sparse_pca(SMALL.astype(np.float32), 2, mu=0.3, passes=3)
+    b = rproxjax.sparse_pca(jnp.asarray(SMALL, jnp.float32), 2, mu=0.3, passes=3)
+    assert a.components.dtype == jnp.float32
+    np.testing.assert_array_equal(a.components, b.components)
+    x = np.asarray(a.components, np.float64)
+    assert np.linalg.norm(x.T @ x - np.eye(2)) < 1e-5
+    c = rproxjax.sparse_pca(np.round(SMALL * 10).astype(np.int64), 2, passes=3)
+    assert jnp.issubdtype(c.components.dtype, jnp.floating)
+
+
+@pytest.mark.parametrize("method", ["r_prox_sgd", "r_subgrad", "manpg"])
+def test_other_methods_decrease_the_objective(method):
+    res = rproxjax.sparse_pca(SMALL, 3, mu=0.3, method=method, passes=6)
+    loss = np.asarray(res.history.epoch_loss)
+    assert loss[-1] < loss[0]
+    x = np.asarray(res.components)
+    assert np.linalg.norm(x.T @ x - np.eye(3)) < 1e-10
+
+
+def test_a_second_call_with_other_values_compiles_nothing():
+    from rproxjax._tasks import spca
+
+    rproxjax.sparse_pca(SMALL, 2, mu=0.3, passes=2)
+    before = {k: p._cache_size() for k, p in spca._PROGRAMS.items()}  # compiled variants
+    scales = spca._scales._cache_size()
+    rproxjax.sparse_pca(SMALL * 1.5, 2, mu=0.7, passes=2, seed=4)
+    assert {k: p._cache_size() for k, p in spca._PROGRAMS.items()} == before
+    assert spca._scales._cache_size() == scales
+
+
+BAD = [
+    (lambda: rproxjax.sparse_pca(SMALL.tolist(), 2), TypeError, r"\bdata\b"),
+    (lambda: rproxjax.sparse_pca("data.csv", 2), TypeError, r"\bdata\b"),
+    (lambda: rproxjax.sparse_pca(SMALL[0], 2), ValueError, r"\bdata\b.*2-D"),
+    (lambda: rproxjax.sparse_pca(SMALL[:1], 1), ValueError, "2 samples"),
+    (lambda: rproxjax.sparse_pca(np.where(SMALL > 2, np.nan, SMALL), 2), ValueError, "NaN"),
+    (lambda: rproxjax.sparse_pca(SMALL, 0), ValueError, r"\bn_components\b"),
+    (lambda: rproxjax.sparse_pca(SMALL, 17), ValueError, r"\bn_components\b"),
+    (lambda: rproxjax.sparse_pca(SMALL, 2.5), TypeError, r"\bn_components\b"),
+    (lambda: rproxjax.sparse_pca(SMALL, 2, mu=0.1, nonzeros=10), ValueError, "not both"),
+    (lambda: rproxjax.sparse_pca(SMALL, 2, mu=-0.1), ValueError, r"\bmu\b"),
+    (lambda: rproxjax.sparse_pca(SMALL, 2, mu="0.1"), TypeError, r"\bmu\b"),
+    (lambda: rproxjax.sparse_pca(SMALL, 2, mu=[0.1, 0.2, 0.3]), TypeError, r"\bmu\b"),
+    (lambda: rproxjax.sparse_pca(SMALL, 2, mu=np.ones(3)), ValueError, r"\bmu\b"),
+    (lambda: rproxjax.sparse_pca(SMALL, 2, nonzeros=1), ValueError, r"\bnonzeros\b"),
+    (lambda: rproxjax.sparse_pca(SMALL, 2, nonzeros=33), ValueError, r"\bnonzeros\b"),
+    (lambda: rproxjax.sparse_pca(SMALL, 2, method="sgd"), ValueError, r"\bmethod\b"),
+    (lambda: rproxjax.sparse_pca(SMALL, 2, passes=0), ValueError, r"\bpasses\b"),
+    (lambda: rproxjax.sparse_pca(SMALL, 2, batch_size=401), ValueError, r"\bbatch_size\b"),
+    (lambda: rproxjax.sparse_pca(SMALL, 2, q=1), ValueError, r"\bq\b"),
+    (lambda: rproxjax.sparse_pca(SMALL, 2, eta=-1.0), ValueError, r"\beta\b"),
+    (lambda: rproxjax.sparse_pca(SMALL, 2, x0=np.ones((16, 3))), ValueError, r"\bx0\b"),
+    (lambda: rproxjax.sparse_pca(np.zeros((5, 3)), 1), ValueError, "no variance"),
+]
+
+
+@pytest.mark.parametrize("call, error, match", BAD, ids=[str(i) for i in range(len(BAD))])
+def test_bad_inputs_raise_named_errors(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+@pytest.mark.parametrize("kw", [dict(gamma=1e3), dict(method="r_prox_sgd", eta=1e4)])
+def test_too_large_a_step_is_an_error_not_a_wrong_answer(kw):
+    """gamma 1e3 is 3e4 times the default 1/L here: the run ends above its start's F."""
+    with pytest.raises(ValueError, match="steps? sizes are too large"):
+        rproxjax.sparse_pca(SMALL, 2, mu=0.1, passes=2, **kw)
+
+
+def test_overflowing_data_is_an_error():
+    with pytest.raises(ValueError, match="overflows"):
+        rproxjax.sparse_pca(SMALL * 1e200, 2, mu=0.1, passes=2)
+
+
+# ------------------------------------------------------------------ sparsity targets
+
+
+@pytest.mark.parametrize("loader", [load_mnist, load_fashion_mnist], ids=["mnist", "fashion"])
+@pytest.mark.parametrize("target", [60, 400])
+def test_nonzeros_target_is_hit_on_real_data(loader, target):
+    """On 2,000 images (784 pixels), r = 5: the chosen run's count is within 5% of the
+    target (the path stops refining within 2%; a count can jump between neighbouring mus),
+    the path is sorted by mu with counts falling overall, and the reported mu reproduces
+    the chosen run."""
+    data = loader(n=2000, seed=1)
+    res = rproxjax.sparse_pca(data, 5, nonzeros=target, passes=4)
+    assert abs(res.nonzeros - target) <= max(2, 0.05 * target), res.nonzeros
+    path = res.path
+    mus = np.asarray(path.mu)
+    assert np.all(np.diff(mus) > 0)
+    counts = np.asarray(path.nonzeros)
+    assert counts[0] > target > counts[-1]
+    assert res.nonzeros in counts
+    again = rproxjax.sparse_pca(data, 5, mu=float(res.mu), passes=4)
+    assert abs(again.nonzeros - res.nonzeros) <= max(2, 0.02 * target)
+    x = np.asarray(res.components, np.float64)
+    assert np.linalg.norm(x.T @ x - np.eye(5)) < 1e-4  # float32 data
+
+
+# ------------------------------------------------------------------ the estimator
+
+
+def test_estimator_in_pipeline_and_grid_search():
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    pipe = make_pipeline(StandardScaler(),
+                         rproxjax.SparsePCA(n_components=3, method="r_subgrad", passes=3))
+    search = GridSearchCV(pipe, {"sparsepca__mu": [0.01, 0.5]}, cv=2).fit(SMALL)
+    assert search.best_params_["sparsepca__mu"] in (0.01, 0.5)
+    est = search.best_estimator_[-1]
+    assert est.components_.shape == (3, 16)
+    np.testing.assert_allclose(est.components_ @ est.components_.T, np.eye(3), atol=1e-10)
+    z = est.transform(StandardScaler().fit_transform(SMALL))
+    assert z.shape == (400, 3)
+
+
+def test_estimator_matches_the_task_function():
+    est = rproxjax.SparsePCA(n_components=3, mu=0.4, passes=4, random_state=2).fit(SMALL)
+    res = rproxjax.sparse_pca(SMALL, 3, mu=0.4, passes=4, seed=2)
+    np.testing.assert_array_equal(est.components_, np.asarray(res.components).T)
+    back = est.inverse_transform(est.transform(SMALL))
+    a = SMALL - SMALL.mean(axis=0)
+    x = np.asarray(res.components)
+    np.testing.assert_allclose(back, a @ x @ x.T + SMALL.mean(axis=0), atol=1e-10)
+    assert est.get_params()["mu"] == 0.4
+    assert est.set_params(mu=0.1).mu == 0.1
+    assert est.explained_variance_ratio_.sum() == pytest.approx(float(res.adjusted_variance))
+
+
+def test_scikit_learn_estimator_checks():
+    """scikit-learn's whole ``check_estimator`` suite, with R-Subgrad (no subproblem: each of
+    the ~45 checks fits new shapes, so it compiles new programs; the API under test is the
+    same for every method). Only the array-API check is skipped (scikit-learn skips it
+    without SCIPY_ARRAY_API)."""
+    from sklearn.utils.estimator_checks import check_estimator
+
+    results = check_estimator(rproxjax.SparsePCA(method="r_subgrad", passes=2), on_fail=None,
+                              on_skip=None)
+    bad = [(r["check_name"], r["status"]) for r in results
+           if r["status"] != "passed" and r["check_name"] != "check_array_api_input"]
+    assert not bad, bad
+    assert len(results) > 40
+
+
+@pytest.mark.slow
+def test_scikit_learn_estimator_checks_default_method():
+    from sklearn.utils.estimator_checks import check_estimator
+
+    results = check_estimator(rproxjax.SparsePCA(passes=2), on_fail=None, on_skip=None)
+    bad = [(r["check_name"], r["status"]) for r in results
+           if r["status"] != "passed" and r["check_name"] != "check_array_api_input"]
+    assert not bad, bad
