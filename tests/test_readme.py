@@ -50,7 +50,7 @@ def usage_page():
 
 
 def test_every_python_block_runs():
-    assert len(python_blocks("README.md")) >= 4  # the quickstart and the three ways in
+    assert len(python_blocks("README.md")) >= 6  # the tasks, and the four ways beneath
     for page in sorted((ROOT / "docs").glob("*.md")):
         name = page.relative_to(ROOT).as_posix()
         if name not in PAGES:
@@ -69,6 +69,17 @@ def test_readme_api_table_lists_the_public_names():
 def _decreasing(losses):
     losses = np.asarray(losses)
     return bool(np.all(losses[..., -1] < losses[..., 0]))
+
+
+def test_readme_tasks(readme):
+    spca, rmc, M = readme["spca"], readme["rmc"], readme["M"]
+    assert abs(spca.nonzeros - 200) <= 4  # the path's target, within 2%
+    x = np.asarray(spca.components, np.float64)
+    assert x.shape == (784, 10) and np.linalg.norm(x.T @ x - np.eye(10)) < 1e-4
+    assert spca.path is not None and 0.0 < float(spca.adjusted_variance) < 1.0
+    assert rmc.low_rank.shape == M.shape == rmc.outliers.shape
+    assert float(rmc.objective) < float(rmc.initial_objective)
+    assert np.all(np.asarray(rmc.outliers)[~readme["mask"]] == 0)
 
 
 def test_readme_quickstart(readme):

@@ -216,3 +216,14 @@ def test_scikit_learn_estimator_checks_default_method():
     bad = [(r["check_name"], r["status"]) for r in results
            if r["status"] != "passed" and r["check_name"] != "check_array_api_input"]
     assert not bad, bad
+
+
+def test_defaults_follow_the_data_scale():
+    """gamma = 1/L and mu = 0.1 mu_max scale as 1/s^2 and s^2 with the data: data scaled by
+    s give the same components up to the subproblems' tolerance (its absolute part does
+    not scale: 1e-6 differences here), so the defaults need no tuning per unit."""
+    a = rproxjax.sparse_pca(SMALL, 3, passes=4)
+    b = rproxjax.sparse_pca(SMALL * 255.0, 3, passes=4)
+    np.testing.assert_allclose(b.components, a.components, atol=1e-4)
+    assert float(b.mu) == pytest.approx(float(a.mu) * 255.0**2, rel=1e-10)
+    assert a.nonzeros == b.nonzeros
