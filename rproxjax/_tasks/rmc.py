@@ -15,10 +15,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import rproxjax
 from rproxjax import _checks, problems
+from rproxjax._blocks import Euclidean, Grassmann
 from rproxjax._contract import block_cost
 from rproxjax._linalg import mm
+from rproxjax._optimizers import inverse_sqrt_schedule, r_prox_sgd, r_prox_spb, r_subgrad
+from rproxjax._regularizers import l1
+from rproxjax._run.fit import FitResult, pure_fit
 
 __all__ = ["DEFAULT_STEPS", "REFERENCE_MAGNITUDE", "RMCResult", "robust_matrix_completion"]
 
@@ -74,7 +77,7 @@ class RMCResult(NamedTuple):
     S: Array
     objective: Array
     initial_objective: Array
-    history: rproxjax.FitResult
+    history: FitResult
     method: str
     eta: float
     step_scale: float
@@ -166,22 +169,22 @@ def _initial_u(matrix, mask, rank):
 def _setup(method, nnz, *, budget, batch_fraction, q, gamma, eta, scale, u_scale):
     """(optimizer, fit keyword arguments): ``rproxjax.experiments._rmc.method_setup`` with
     traced eta, S scale (times |Omega|), U scale and gamma."""
-    blocks = {"U": rproxjax.Grassmann(step_scale=u_scale),
-              "S": rproxjax.Euclidean(rproxjax.l1(gamma), step_scale=scale)}
+    blocks = {"U": Grassmann(step_scale=u_scale),
+              "S": Euclidean(l1(gamma), step_scale=scale)}
     batch = max(1, int(batch_fraction * nnz))  # rounded down: never over the budget
     if method == "r_prox_spb":
         num_blocks = max(1, int(budget * nnz // block_cost(q, batch, nnz)))
-        opt = rproxjax.r_prox_spb(eta, 1.0 / nnz, blocks=blocks, q=q)
+        opt = r_prox_spb(eta, 1.0 / nnz, blocks=blocks, q=q)
         # every block in one epoch: one permutation, disjoint minibatches (the experiment's
         # choice; a block per epoch gave a much worse F)
         kw = dict(num_epochs=1, steps_per_epoch=num_blocks * q)
     else:
         steps = max(1, int(round(1.0 / batch_fraction)))  # one pass over Omega
         if method == "r_prox_sgd":
-            opt = rproxjax.r_prox_sgd(rproxjax.inverse_sqrt_schedule(eta), 1.0 / nnz,
+            opt = r_prox_sgd(inverse_sqrt_schedule(eta), 1.0 / nnz,
                                       blocks=blocks)
         else:
-            opt = rproxjax.r_subgrad(rproxjax.inverse_sqrt_schedule(eta / nnz), blocks=blocks)
+            opt = r_subgrad(inverse_sqrt_schedule(eta / nnz), blocks=blocks)
         kw = dict(num_epochs=max(1, int(round(budget))), steps_per_epoch=steps)
     return opt, dict(batch_size=batch, batched_loss=True, chunk_size=nnz, **kw)
 
@@ -196,7 +199,7 @@ def _solve(eta, scale, u_scale, gamma, rows, cols, values, lam, u0, key, *, meth
     opt, kw = _setup(method, nnz, budget=budget, batch_fraction=batch_fraction, q=q,
                      gamma=gamma, eta=eta, scale=scale, u_scale=u_scale)
     params = {"U": u0, "S": jnp.zeros(nnz, u0.dtype)}
-    res = rproxjax.pure_fit(opt, lambda p, b: problems.rmc_batch_loss(p, b, prob), params,
+    res = pure_fit(opt, lambda p, b: problems.rmc_batch_loss(p, b, prob), params,
                             jnp.arange(nnz), key=key, record_loss=record_loss, **kw)
     u, s = res.params["U"], res.params["S"]
     v = problems.rmc_v(u, s, prob)

@@ -18,10 +18,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import rproxjax
 from rproxjax import _checks
 from rproxjax._linalg import mm
-from rproxjax._run.fit import FitResult
+from rproxjax._manpg import manpg
+from rproxjax._optimizers import inverse_sqrt_schedule, r_prox_sgd, r_prox_spb, r_subgrad
+from rproxjax._regularizers import l1
+from rproxjax._run.fit import FitResult, pure_fit
+from rproxjax._ssn.config import SSN
+from rproxjax.problems import spca_loss
 
 __all__ = ["SparsePCAPath", "SparsePCAResult", "sparse_pca"]
 
@@ -210,14 +214,14 @@ def _plan(method, n, passes, batch_size, q):
 
 
 def _optimizer(method, mu, eta, gamma, q, ssn):
-    reg = rproxjax.l1(mu)
+    reg = l1(mu)
     if method == "r_prox_spb":
-        return rproxjax.r_prox_spb(eta, gamma, reg, q=q, ssn=ssn)
+        return r_prox_spb(eta, gamma, reg, q=q, ssn=ssn)
     if method == "r_prox_sgd":
-        return rproxjax.r_prox_sgd(rproxjax.inverse_sqrt_schedule(eta), gamma, reg, ssn=ssn)
+        return r_prox_sgd(inverse_sqrt_schedule(eta), gamma, reg, ssn=ssn)
     if method == "r_subgrad":
-        return rproxjax.r_subgrad(rproxjax.inverse_sqrt_schedule(eta * gamma), reg)
-    return rproxjax.manpg(gamma, reg, tol=1e-12, ssn=ssn)
+        return r_subgrad(inverse_sqrt_schedule(eta * gamma), reg)
+    return manpg(gamma, reg, tol=1e-12, ssn=ssn)
 
 
 def _make_run(method, kw, q, ssn):
@@ -225,7 +229,7 @@ def _make_run(method, kw, q, ssn):
 
     def run(mu, eta, gamma, x0, data, key):
         opt = _optimizer(method, mu, eta, gamma, q, ssn)
-        res = rproxjax.pure_fit(opt, rproxjax.problems.spca_loss, x0, data, key=key, **kw)
+        res = pure_fit(opt, spca_loss, x0, data, key=key, **kw)
         return res, _metrics(res.params, data)
 
     return run
@@ -256,7 +260,7 @@ def sparse_pca(data, n_components: int, *, mu=None, nonzeros: int | None = None,
                method: str = "r_prox_spb", passes: float = 10.0, center: bool = True,
                batch_size: int | None = None, q: int | None = None, eta: float | None = None,
                gamma: float | None = None, x0=None, seed: int = 0,
-               ssn: rproxjax.SSN | None = None) -> SparsePCAResult:
+               ssn: SSN | None = None) -> SparsePCAResult:
     r"""Sparse principal components of ``data`` (rows are samples), by the paper's model.
 
     Solves min over X in St(d, r) of (1/n) sum_i ||z_i - X X^T z_i||^2 + mu ||X||_1 with
@@ -359,7 +363,7 @@ def sparse_pca(data, n_components: int, *, mu=None, nonzeros: int | None = None,
     gamma = 1.0 / (2.0 * lam_max) if gamma is None else _positive_float("gamma", gamma)
     eta = 1.0 if eta is None else _positive_float("eta", eta)
     if ssn is None:
-        ssn = rproxjax.SSN() if method == "manpg" else rproxjax.SSN.stochastic()
+        ssn = SSN() if method == "manpg" else SSN.stochastic()
     kw, steps = _plan(method, n, passes, b, q)
     settings = dict(eta=eta, gamma=gamma, batch_size=b, q=q if method == "r_prox_spb" else None,
                     lambda_max=lam_max, mu_max=mu_max, center=center, seed=seed)
