@@ -45,7 +45,7 @@ from rproxjax._transforms import (
     subgradient_direction,
 )
 
-__version__ = "0.2.0.dev0"
+__version__ = "0.3.0.dev0"
 
 __all__ = [
     # geometry and regularizers
