@@ -2,7 +2,7 @@
 
 Run from the repository root (a few minutes on a 2-core CPU)::
 
-    python benchmarks/capture_subproblems.py                  # writes data/subproblems_mnist.npz
+    python benchmarks/capture_subproblems.py    # writes rproxjax/_data/subproblems_mnist.npz
     python benchmarks/capture_subproblems.py --steps 60 140 220 --out /tmp/x.npz
 
 What it does (everything in float64):
@@ -141,7 +141,8 @@ def parse_args(argv=None):
                    help="where spca-mnist-r<r>.json (the chosen steps) are read")
     p.add_argument("--check-tol", type=float, default=1e-8,
                    help="max |update - (Retr(eta zeta) - X)| allowed in the verification")
-    p.add_argument("--out", type=Path, default=ROOT / "data" / "subproblems_mnist.npz")
+    p.add_argument("--out", type=Path,
+                   default=ROOT / "rproxjax" / "_data" / "subproblems_mnist.npz")
     args = p.parse_args(argv)
     if any(s < 1 or s >= args.iterations for s in args.steps):
         p.error("--steps must lie in [1, iterations): lam_h_prev needs a previous step")

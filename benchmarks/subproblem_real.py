@@ -1,6 +1,6 @@
 """Semi-smooth Newton on real subproblems: steps, evaluations and time per call, by rule.
 
-The 64 subproblems of ``data/subproblems_mnist.npz`` (R-ProxSGD and R-ProxSPB on MNIST,
+The 64 subproblems of ``rproxjax/_data/subproblems_mnist.npz`` (R-ProxSGD and R-ProxSPB on MNIST,
 r = 10 and 15, mu in {0.05, 0.2, 0.4, 0.8}, t = 0.1) are solved by ``rproxjax.tangent_prox``
 from the warm starts the file holds:
 

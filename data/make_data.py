@@ -77,7 +77,8 @@ def sha256(data: bytes) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--src", type=Path, default=DEFAULT_SRC, help="folder of the .npz sources")
-    parser.add_argument("--out", type=Path, default=HERE, help="output folder")
+    parser.add_argument("--out", type=Path, default=HERE.parent / "rproxjax" / "_data",
+                        help="output folder (default: the package's rproxjax/_data)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     for name, array in derive(args.src).items():

@@ -35,7 +35,7 @@ SECTIONS = [
      "method takes."),
     ("subproblem_real.md", "Newton steps on real subproblems, CPU",
      "`benchmarks/subproblem_real.py`: the subproblems captured from MNIST runs "
-     "(`data/subproblems_mnist.npz`), by rule, linear solver and stopping test."),
+     "(`rproxjax/_data/subproblems_mnist.npz`), by rule, linear solver and stopping test."),
     ("subproblem_real_gpu.md", "Newton steps on real subproblems, GPU",
      "`benchmarks/subproblem_real.py` on a GPU."),
     ("hard_subproblems.md", "Degenerate subproblems at r = 32",

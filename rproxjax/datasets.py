@@ -1,7 +1,8 @@
 """Real data for the demos and tests, shipped with the repository (NumPy only; nothing downloads).
 
-The files live in the repository's top-level ``data/`` folder; ``data/README.md`` gives their
-provenance, licences, exact derivation and sha256 values. Each is one uint8 ``.npy`` array in an
+The files ship inside the package, in ``rproxjax/_data/`` (so an installed wheel carries them:
+17 MB); the repository's ``data/README.md`` gives their provenance, licences, exact derivation
+and sha256 values. Each is one uint8 ``.npy`` array in an
 ``.xz`` stream (read with Python's ``lzma``):
 
 * ``mnist70k.npy.xz``: all 70,000 MNIST digits (60,000 train then 10,000 test), 28 x 28.
@@ -19,8 +20,8 @@ Where the files are looked for, first match of:
 
 1. the ``data_dir`` argument of a loader, if given;
 2. else the environment variable ``RPROXJAX_DATA_DIR``, if set and non-empty;
-3. else ``<repository>/data``, i.e. ``Path(rproxjax.__file__).resolve().parents[1] / "data"``
-   (present in a clone or an editable install; a built wheel does not carry it).
+3. else the package's own copy, ``Path(rproxjax.__file__).resolve().parent / "_data"``
+   (in a clone, an editable install and an installed wheel alike).
 
 Only that one folder is searched; a missing file raises :class:`FileNotFoundError` naming the
 file, the folder and how to fix it. The decompressed uint8 arrays are cached (read-only) per
@@ -68,8 +69,8 @@ _SHAPES = {
 
 
 def default_data_dir() -> Path:
-    """The repository's top-level ``data/`` folder (where a clone keeps the shipped files)."""
-    return Path(__file__).resolve().parents[1] / "data"
+    """The package's ``_data/`` folder, where the shipped files live (clone and wheel alike)."""
+    return Path(__file__).resolve().parent / "_data"
 
 
 def _locate(name: str, data_dir) -> Path:
@@ -79,7 +80,7 @@ def _locate(name: str, data_dir) -> Path:
     elif os.environ.get(DATA_DIR_ENV):
         folder, source = Path(os.environ[DATA_DIR_ENV]).expanduser(), f"${DATA_DIR_ENV}"
     else:
-        folder, source = default_data_dir(), "the default <repository>/data"
+        folder, source = default_data_dir(), "the package's own rproxjax/_data"
     path = folder / name
     if path.is_file():
         return path
@@ -87,9 +88,9 @@ def _locate(name: str, data_dir) -> Path:
     raise FileNotFoundError(
         f"rproxjax data file {name!r} not found. Searched: {path}{why}, from {source} "
         f"(order: data_dir argument, else ${DATA_DIR_ENV}, else {default_data_dir()}). "
-        "The files ship in the top-level data/ folder of the rproxjax repository, not in an "
-        f"installed wheel: use a clone, or pass data_dir= / set {DATA_DIR_ENV} to a folder "
-        f"holding {name!r}. Nothing is downloaded."
+        "The files ship inside the package (rproxjax/_data/); an installation without them "
+        f"is incomplete: reinstall rproxjax, or pass data_dir= / set {DATA_DIR_ENV} to a "
+        f"folder holding {name!r}. Nothing is downloaded."
     )
 
 

@@ -1,4 +1,4 @@
-"""The captured subproblems of ``data/subproblems_mnist.npz``, under the tests' name.
+"""The captured subproblems of ``rproxjax/_data/subproblems_mnist.npz``, under the tests' name.
 
 A re-export of :func:`rproxjax.datasets.load_subproblems` (documented there)::
 

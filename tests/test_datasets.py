@@ -10,7 +10,8 @@ import pytest
 
 from rproxjax import datasets
 
-DATA = Path(__file__).resolve().parents[1] / "data"
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "rproxjax" / "_data"
 SHIPPED = {
     datasets.MNIST_FILE: (70000, 784),
     datasets.FASHION_MNIST_FILE: (10000, 784),
@@ -44,7 +45,7 @@ def test_data_folder_is_the_default_and_lean():
 
 
 def test_readme_sha256_match_shipped_files():
-    text = (DATA / "README.md").read_text()
+    text = (ROOT / "data" / "README.md").read_text()
     pattern = r"^\| `([\w.]+\.xz)` \| `([0-9a-f]{64})` \| `([0-9a-f]{64})` \|$"
     rows = {name: (f, a) for name, f, a in re.findall(pattern, text, flags=re.M)}
     assert set(rows) == set(SHIPPED)
