@@ -393,3 +393,31 @@ def test(monkeypatch):
     ns.fit = rproxjax.fit
     monkeypatch.setattr(ns, "fit", None)
 ''') == []
+
+
+def test_the_library_leaves_global_configuration_alone():
+    """No module of the package switches matplotlib's backend, uses pyplot (its global figure
+    registry) or updates JAX's configuration: figures are ``matplotlib.figure.Figure``
+    objects, and computations follow their inputs' dtype. Command-line programs
+    (``__main__.py``: ``python -m rproxjax.experiments`` runs in float64) own their process
+    and may configure it."""
+    offenders = []
+    for path in sorted((ROOT / PACKAGE).rglob("*.py")):
+        if path.name == "__main__.py":
+            continue
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            if any(n.startswith("matplotlib.pyplot") for n in names):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} imports pyplot")
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                owner = ast.unparse(node.func.value)
+                if (owner, node.func.attr) in {("matplotlib", "use"), ("jax.config", "update"),
+                                               ("config", "update")}:
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} calls "
+                                     f"{owner}.{node.func.attr}")
+    assert not offenders, offenders

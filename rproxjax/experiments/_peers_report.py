@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rproxjax.experiments._style import COLORS, STAND_INS, pyplot
+from rproxjax.experiments._style import COLORS, STAND_INS, figure
 
 OURS = "R-ProxSPB"
 
@@ -130,9 +130,9 @@ def section(result) -> list[str]:
 def figures(result: dict) -> dict:
     """Explained and adjusted variance against nonzeros: each seed's runs (dots), the median
     over seeds of each penalty (line) and the single-point comparison (stars)."""
-    plt = pyplot()
     cfg, s = result["config"], result["summary"]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig = figure(figsize=(11, 4.2))
+    axes = fig.subplots(1, 2)
     metrics = ("explained_variance", "adjusted_variance")
     for method in (OURS, "SPAMS", "MiniBatchSparsePCA"):
         rows = [r for r in s["table"] if r["method"] == method]

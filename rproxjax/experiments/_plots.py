@@ -7,7 +7,7 @@ import pathlib
 import numpy as np
 
 from rproxjax.experiments import _peers_report, _rmc_report
-from rproxjax.experiments._style import COLORS, STAND_INS, pyplot
+from rproxjax.experiments._style import COLORS, STAND_INS, figure
 
 SPCA_METHODS = ("R-ProxSPB", "R-ProxSGD", "R-ProxSVRG", "R-ProxSARAH", "R-Subgrad", "ManPG")
 
@@ -20,13 +20,11 @@ def plot(result: dict, out_dir=None) -> list:
     figures = draw[kind](result)
     if out_dir is None:
         return list(figures.values())
-    plt = pyplot()
     paths = []
     for suffix, fig in figures.items():
         path = pathlib.Path(out_dir) / f"{result['name']}{suffix}.png"
         path.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=110)
-        plt.close(fig)
         paths.append(path)
     return paths
 
@@ -54,11 +52,11 @@ def spca_figures(result: dict) -> dict:
     """One row per mu panel: loss vs IFO/n, loss vs time (median over the seeds with the
     [min, max] band), the Riemannian variance of the estimate vs iteration (median over the
     seeds); and a figure of the gamma panel."""
-    plt = pyplot()
     cfg, units, summary = result["config"], result["units"], result["summary"]
     seeds, panels = cfg["seeds"], summary["panels"]
     marks = {row["panel"]: row["degenerate"] for row in summary["table"]}
-    fig, axes = plt.subplots(len(panels), 3, figsize=(13, 3.4 * len(panels)), squeeze=False)
+    fig = figure(figsize=(13, 3.4 * len(panels)))
+    axes = fig.subplots(len(panels), 3, squeeze=False)
     for row, panel in zip(axes, panels, strict=True):
         for method in SPCA_METHODS:
             if f"run/{method}/mu={panel['key']}/seed={seeds[0]}" not in units:
@@ -90,12 +88,13 @@ def spca_figures(result: dict) -> dict:
                  f"{cfg['batch_size']}, |S1| = n; {cfg['dtype']}; median and [min, max] over "
                  f"seeds {list(seeds)}", fontsize=10)
     fig.tight_layout()
-    return {"": fig, "-gamma": _gamma_figure(plt, result)}
+    return {"": fig, "-gamma": _gamma_figure(result)}
 
 
-def _gamma_figure(plt, result):
+def _gamma_figure(result):
     cfg, units = result["config"], result["units"]
-    fig, ax = plt.subplots(1, 1, figsize=(6, 3.6))
+    fig = figure(figsize=(6, 3.6))
+    ax = fig.subplots(1, 1)
     for method in ("R-ProxSPB", "R-ProxSGD"):
         runs = {g: [units[f"gamma/{method}/gamma={g:g}/seed={s}"] for s in cfg["seeds"]]
                 for g in cfg["gammas"]}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rproxjax.experiments._style import VIDEO, pyplot
+from rproxjax.experiments._style import VIDEO, figure
 
 METHODS = ("R-ProxSPB", "R-ProxSGD", "R-Subgrad")
 
@@ -98,9 +98,8 @@ def figures(result: dict) -> dict:
     (first seed). Bottom: F and the background error against IFO / |Omega|, median and
     band (min to max) over the reported seeds, with the converged reference; R-ProxSGD's
     relative gap to R-Subgrad in both, paired by seed."""
-    plt = pyplot()
     panels = _image_panels(result)
-    fig = plt.figure(figsize=(2.6 * len(panels), 6.4))
+    fig = figure(figsize=(2.6 * len(panels), 6.4))
     grid = fig.add_gridspec(2, len(panels), height_ratios=(1.0, 1.25))
     for i, (title, img) in enumerate(panels):
         ax = fig.add_subplot(grid[0, i])

@@ -1,7 +1,8 @@
 """What the figures and ``results/README.md`` share: the methods' colours, the data sets'
-names, and matplotlib's pyplot with a non-interactive backend. Imports no other module of
-:mod:`rproxjax.experiments`, so that the figures (:mod:`rproxjax.experiments._plots`) and the
-sections of each experiment (``_peers_report``, ``_rmc_report``) can all use it."""
+names, and new matplotlib figures (``matplotlib.figure.Figure``: no pyplot, no backend
+switch). Imports no other module of :mod:`rproxjax.experiments`, so that the figures
+(:mod:`rproxjax.experiments._plots`) and the sections of each experiment
+(``_peers_report``, ``_rmc_report``) can all use it."""
 
 from __future__ import annotations
 
@@ -14,13 +15,10 @@ STAND_INS = {
 VIDEO = "surveillance video (stand-in for the paper's Hall/Airport videos)"
 
 
-def pyplot():
-    """matplotlib.pyplot, on the Agg backend unless Agg or the notebooks' inline backend
-    is already in use."""
-    import matplotlib
+def figure(**kwargs):
+    """A new ``matplotlib.figure.Figure(**kwargs)``: drawn and saved without pyplot, so that
+    matplotlib's global backend and pyplot's figure registry are left alone (notebooks with
+    the inline backend still display a returned figure)."""
+    from matplotlib.figure import Figure
 
-    if matplotlib.get_backend().lower() not in ("agg", "module://matplotlib_inline.backend_inline"):
-        matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    return Figure(**kwargs)
