@@ -81,15 +81,39 @@ def test_other_methods_decrease_the_objective(method):
     assert np.linalg.norm(x.T @ x - np.eye(3)) < 1e-10
 
 
-def test_a_second_call_with_other_values_compiles_nothing():
-    from rproxjax._tasks import spca
+class _Compilations:
+    """Counts XLA compilations (JAX's backend-compile events) while active."""
 
-    rproxjax.sparse_pca(SMALL, 2, mu=0.3, passes=2)
-    before = {k: p._cache_size() for k, p in spca._PROGRAMS.items()}  # compiled variants
-    scales = spca._scales._cache_size()
-    rproxjax.sparse_pca(SMALL * 1.5, 2, mu=0.7, passes=2, seed=4)
-    assert {k: p._cache_size() for k, p in spca._PROGRAMS.items()} == before
-    assert spca._scales._cache_size() == scales
+    def __init__(self):
+        self.count, self.active = 0, False
+        jax.monitoring.register_event_duration_secs_listener(self._listen)
+
+    def _listen(self, event, duration, **kwargs):
+        if self.active and event == "/jax/core/compile/backend_compile_duration":
+            self.count += 1
+
+    def __enter__(self):
+        self.count, self.active = 0, True
+        return self
+
+    def __exit__(self, *exc):
+        self.active = False
+
+
+_COMPILATIONS = _Compilations()
+
+
+def test_a_first_call_compiles_few_programs_and_a_second_compiles_none():
+    """The data's side and the results' are one program each, the run one more: a first
+    call compiles 5 programs (4 of them tiny: the NumPy-to-device transfers of new dtypes),
+    a second with new values of mu, seed and data compiles nothing."""
+    data = SMALL[:300, :12]
+    with _COMPILATIONS as first:
+        rproxjax.sparse_pca(data, 2, mu=0.3, passes=2)
+    assert 1 <= first.count <= 6, first.count
+    with _COMPILATIONS as second:
+        rproxjax.sparse_pca(data * 1.5 + 1.0, 2, mu=0.7, passes=2, seed=4)
+    assert second.count == 0
 
 
 BAD = [

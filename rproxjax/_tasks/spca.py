@@ -11,6 +11,7 @@ computed as one compiled ``vmap`` program.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, NamedTuple
 
@@ -335,8 +336,6 @@ def sparse_pca(data, n_components: int, *, mu=None, nonzeros: int | None = None,
     if mu is not None and nonzeros is not None:
         raise ValueError("give mu or nonzeros, not both.")
     passes = _positive_float("passes", passes)
-    if not bool(jnp.all(jnp.isfinite(data))):
-        raise ValueError("data holds NaN or inf.")
     dtype = data.dtype
     b = min(n, max(1, round(math.sqrt(n)))) if batch_size is None else \
         _positive_int("batch_size", batch_size, 1, n)
@@ -344,17 +343,19 @@ def sparse_pca(data, n_components: int, *, mu=None, nonzeros: int | None = None,
     if method == "manpg":
         b = n
     seed = _positive_int("seed", seed, 0)
-    key_x0, key_run = jax.random.split(jax.random.key(seed))
-    mean = jnp.mean(data, axis=0) if center else jnp.zeros((d,), dtype)
-    centred = data - mean
     x0_given = x0 is not None
     if x0_given:
         x0 = _as_matrix("x0", x0, dtype)
         if x0.shape != (d, r):
             raise ValueError(f"x0 must have shape (d, r) = {(d, r)}, got {x0.shape}.")
-    x0, lam_max, mu_max = _scales(centred, key_x0, x0_given,
-                                  x0 if x0_given else jnp.zeros((d, r), dtype))
-    lam_max, mu_max = float(lam_max), float(mu_max)
+    # One compiled program for the data's side (centring, checks, scales, start, keys) and
+    # one for the results' (metrics, scores); the rest is NumPy on the host: a first call
+    # compiles few programs, and a second with new values compiles none.
+    prep = _prepare(data, np.uint32(seed), x0_given,
+                    x0 if x0_given else np.zeros((d, r), dtype), center=bool(center))
+    if not bool(prep["finite"]):
+        raise ValueError("data holds NaN or inf.")
+    lam_max, mu_max = float(prep["lam_max"]), float(prep["mu_max"])
     if not (math.isfinite(lam_max) and math.isfinite(mu_max)):
         raise ValueError("data are too large for their dtype: the covariance overflows; "
                          "rescale them.")
@@ -367,30 +368,53 @@ def sparse_pca(data, n_components: int, *, mu=None, nonzeros: int | None = None,
     kw, steps = _plan(method, n, passes, b, q)
     settings = dict(eta=eta, gamma=gamma, batch_size=b, q=q if method == "r_prox_spb" else None,
                     lambda_max=lam_max, mu_max=mu_max, center=center, seed=seed)
-    variance = float(jnp.sum(centred * centred)) / n
-    consts = (jnp.asarray(eta, dtype), jnp.asarray(gamma, dtype), x0, centred, key_run)
-    ifo_n = None
+    variance = float(prep["variance"])
+    centred = prep["centred"]
+    np_dtype = np.dtype(dtype)
+    consts = (np.asarray(eta, np_dtype), np.asarray(gamma, np_dtype), prep["x0"], centred,
+              prep["key"])
 
     if nonzeros is None:
         mu = 0.1 * mu_max if mu is None else mu
-        mu_vec = _mu_vector(mu, r, dtype)
-        res, m = _program(method, kw, q, ssn, False)(mu_vec, *consts)
+        mu_vec = _mu_vector(mu, r, np_dtype)
+        res, _ = _program(method, kw, q, ssn, False)(mu_vec, *consts)
         _raise_if_failed(res.history.halted, res.epoch_loss, variance)
         x = res.params
-        history, path, ifo_n = res, None, float(res.epoch_ifo[-1]) / n
-        mu_out = mu_vec if jnp.ndim(mu) else mu_vec[0]
+        history, path = res, None
+        ifo_n = float(np.asarray(res.epoch_ifo)[-1]) / n
+        mu_out = jnp.asarray(mu_vec if np.ndim(mu) else mu_vec[0])
     else:
         target = _positive_int("nonzeros", nonzeros, r, d * r)
         x, mu_out, path, ifo = _path(_program(method, kw, q, ssn, True), consts, target,
-                                     mu_max, variance, r, dtype)
+                                     mu_max, variance, r, np_dtype)
         history, ifo_n = None, ifo / n
-    explained, adjusted, per_comp, nnz_cols = _metrics(x, centred)
+    (explained, adjusted, per_comp, nnz_cols), scores = _finish(x, centred)
     return SparsePCAResult(
-        components=x, mean=mean, scores=mm(centred, x), explained_variance=explained,
+        components=x, mean=prep["mean"], scores=scores, explained_variance=explained,
         adjusted_variance=adjusted, component_variance=per_comp,
-        nonzeros=int(jnp.sum(nnz_cols)), nonzeros_per_component=nnz_cols, mu=mu_out,
-        method=method, num_steps=steps, passes=ifo_n, history=history, path=path,
+        nonzeros=int(np.sum(np.asarray(nnz_cols))), nonzeros_per_component=nnz_cols,
+        mu=mu_out, method=method, num_steps=steps, passes=ifo_n, history=history, path=path,
         settings=settings)
+
+
+@functools.partial(jax.jit, static_argnames=("center",))
+def _prepare(data, seed, x0_given, x0, *, center):
+    """The data's side in one program: the mean and centred data, finiteness, the variance
+    per sample, the scales (:func:`_scales`) and the PRNG keys of the start and the run."""
+    n, d = data.shape
+    mean = jnp.mean(data, axis=0) if center else jnp.zeros((d,), data.dtype)
+    centred = data - mean
+    key_x0, key_run = jax.random.split(jax.random.key(seed))
+    x0, lam_max, mu_max = _scales(centred, key_x0, x0_given, x0)
+    return dict(mean=mean, centred=centred, finite=jnp.all(jnp.isfinite(data)),
+                variance=jnp.sum(centred * centred) / n, x0=x0, lam_max=lam_max,
+                mu_max=mu_max, key=key_run)
+
+
+@jax.jit
+def _finish(x, centred):
+    """(metrics of :func:`_metrics`, scores) of the result, one program."""
+    return _metrics(x, centred), mm(centred, x)
 
 
 def _path(program, consts, target, mu_max, variance, r, dtype):
@@ -399,13 +423,15 @@ def _path(program, consts, target, mu_max, variance, r, dtype):
     The grid ``PATH_FRACTIONS`` of mu_max, then up to ``REFINE_ROUNDS`` rounds of
     ``REFINE_POINTS`` values between the two mus that bracket the target (counts fall as mu
     grows), until a count is within ``NONZERO_RTOL`` of it: every round is a call of the
-    same compiled ``vmap`` program (mu is traced)."""
-    runs = []  # (mus, FitResult, metrics, counts, halted)
+    same compiled ``vmap`` program (mu is traced); the bookkeeping is NumPy."""
+    runs = []  # (mus, params, metrics, counts, failed, IFOs), NumPy
 
     def run(mus):
-        res, m = program(jnp.asarray(np.repeat(mus[:, None], r, 1), dtype), *consts)
-        runs.append((mus, res, m, np.asarray(jnp.sum(m[3], axis=1)),
-                     np.asarray(_failed(res.history.halted, res.epoch_loss, variance))))
+        res, m = program(np.repeat(mus[:, None], r, 1).astype(dtype), *consts)
+        m = [np.asarray(a) for a in m]
+        runs.append((mus, np.asarray(res.params), m, m[3].sum(axis=1),
+                     _failed(res.history.halted, res.epoch_loss, variance),
+                     np.asarray(res.epoch_ifo)[:, -1]))
 
     run(mu_max * PATH_FRACTIONS)
     for _ in range(REFINE_ROUNDS):
@@ -420,30 +446,33 @@ def _path(program, consts, target, mu_max, variance, r, dtype):
         run(np.geomspace(lo, hi, REFINE_POINTS + 2)[1:-1])
     mus = np.concatenate([a[0] for a in runs])
     order = np.argsort(mus, kind="stable")
-    counts = np.concatenate([a[3] for a in runs])[order]
-    halted = np.concatenate([a[4] for a in runs])[order]
-    if halted.all():
-        _raise_if_failed(halted)
-    metrics = jax.tree.map(lambda *a: jnp.concatenate(a)[order], *[a[2] for a in runs])
-    params = jnp.concatenate([a[1].params for a in runs])[order]
-    ifos = np.concatenate([np.asarray(a[1].epoch_ifo[:, -1]) for a in runs])[order]
-    best = _pick(np.where(halted, np.inf, counts), target)
-    path = SparsePCAPath(jnp.asarray(mus[order], dtype), jnp.asarray(counts), metrics[0],
-                         metrics[1])
-    return params[best], jnp.asarray(mus[order][best], dtype), path, float(ifos[best])
+
+    def joined(i):
+        return np.concatenate([a[i] for a in runs])[order]
+
+    counts, failed = joined(3), joined(4)
+    if failed.all():
+        _raise_if_failed(failed)
+    metrics = [np.concatenate([a[2][k] for a in runs])[order] for k in range(2)]
+    best = _pick(np.where(failed, np.inf, counts), target)
+    path = SparsePCAPath(jnp.asarray(mus[order].astype(dtype)), jnp.asarray(counts),
+                         jnp.asarray(metrics[0]), jnp.asarray(metrics[1]))
+    return (jnp.asarray(joined(1)[best]), jnp.asarray(mus[order][best].astype(dtype)), path,
+            float(joined(5)[best]))
 
 
 def _mu_vector(mu, r, dtype):
+    """mu as one value per component, a NumPy array of ``dtype``."""
     if _checks.not_a_number(mu):
         raise TypeError(f"mu must be a number or one per component, got {mu!r}.")
-    mu = jnp.asarray(mu, dtype)
+    mu = np.asarray(mu, dtype)
     if mu.ndim == 0:
-        mu = jnp.full((r,), mu)
+        mu = np.full((r,), mu, dtype)
     if mu.shape != (r,):
         raise ValueError(f"mu must be a scalar or have one value per component ({r}), got "
                          f"shape {mu.shape}.")
-    if not bool(jnp.all(jnp.isfinite(mu) & (mu >= 0))):
-        raise ValueError(f"mu must be finite and >= 0, got {np.asarray(mu)}.")
+    if not np.all(np.isfinite(mu) & (mu >= 0)):
+        raise ValueError(f"mu must be finite and >= 0, got {mu}.")
     return mu
 
 
@@ -452,9 +481,10 @@ def _failed(halted, epoch_loss, scale):
     end above F at the start by more than 1e-3 (|F_0| + ``scale``), ``scale`` the data's
     total variance per sample (the size of f): the steps are too large, and the point is
     worse than the start. (Round-off and a stochastic method's last-iterate noise stay far
-    below it; a step 100 times too large rose 10-20% in tests.)"""
-    start, end = epoch_loss[..., 0], epoch_loss[..., -1]
-    return jnp.any(halted, axis=-1) | ~(end - start <= 1e-3 * (jnp.abs(start) + scale))
+    below it; a step 100 times too large rose 10-20% in tests.) NumPy."""
+    loss = np.asarray(epoch_loss)
+    start, end = loss[..., 0], loss[..., -1]
+    return np.any(np.asarray(halted), axis=-1) | ~(end - start <= 1e-3 * (np.abs(start) + scale))
 
 
 def _raise_if_failed(halted, epoch_loss=None, scale=None):
