@@ -106,13 +106,19 @@ def _number(name: str, value, *, low=None, high=None, low_open=False, high_open=
     return out
 
 
+def _two_d(name, value):
+    """``value`` (an array or a nested list) as a 2-D NumPy array, or a named error."""
+    if not hasattr(value, "shape") and not isinstance(value, list | tuple):
+        raise TypeError(f"{name} must be an array (NumPy or JAX), got {type(value).__name__}.")
+    arr = np.asarray(value)
+    if arr.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D (m x n) array, got shape {arr.shape}.")
+    return arr
+
+
 def _matrix(M, dtype):
     """M as a NumPy array of the working dtype (float32 or float64 as JAX holds it)."""
-    if not hasattr(M, "shape") and not isinstance(M, list | tuple):
-        raise TypeError(f"M must be an array (NumPy or JAX), got {type(M).__name__}.")
-    arr = np.asarray(M)
-    if arr.ndim != 2:
-        raise ValueError(f"M must be a 2-D (m x n) array, got shape {arr.shape}.")
+    arr = _two_d("M", M)
     if dtype is None:
         if arr.dtype.kind in "iu":
             dtype = jnp.result_type(float)  # JAX's default float: float32, or float64 with x64
@@ -132,11 +138,7 @@ def _matrix(M, dtype):
 
 
 def _mask(mask, shape):
-    if not hasattr(mask, "shape") and not isinstance(mask, list | tuple):
-        raise TypeError(f"mask must be an array (NumPy or JAX), got {type(mask).__name__}.")
-    arr = np.asarray(mask)
-    if arr.ndim != 2:
-        raise ValueError(f"mask must be a 2-D (m x n) array, got shape {arr.shape}.")
+    arr = _two_d("mask", mask)
     if arr.shape != shape:
         raise ValueError(f"mask must have M's shape {shape}, got {arr.shape}.")
     if arr.dtype != bool:

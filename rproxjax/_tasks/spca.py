@@ -353,14 +353,7 @@ def sparse_pca(data, n_components: int, *, mu=None, nonzeros: int | None = None,
     # compiles few programs, and a second with new values compiles none.
     prep = _prepare(data, np.uint32(seed), x0_given,
                     x0 if x0_given else np.zeros((d, r), dtype), center=bool(center))
-    if not bool(prep["finite"]):
-        raise ValueError("data holds NaN or inf.")
-    lam_max, mu_max = float(prep["lam_max"]), float(prep["mu_max"])
-    if not (math.isfinite(lam_max) and math.isfinite(mu_max)):
-        raise ValueError("data are too large for their dtype: the covariance overflows; "
-                         "rescale them.")
-    if not lam_max > 0:
-        raise ValueError("data has no variance (every centred row is zero).")
+    lam_max, mu_max = _checked_scales(prep)
     gamma = 1.0 / (2.0 * lam_max) if gamma is None else _positive_float("gamma", gamma)
     eta = 1.0 if eta is None else _positive_float("eta", eta)
     if ssn is None:
@@ -376,13 +369,9 @@ def sparse_pca(data, n_components: int, *, mu=None, nonzeros: int | None = None,
 
     if nonzeros is None:
         mu = 0.1 * mu_max if mu is None else mu
-        mu_vec = _mu_vector(mu, r, np_dtype)
-        res, _ = _program(method, kw, q, ssn, False)(mu_vec, *consts)
-        _raise_if_failed(res.history.halted, res.epoch_loss, variance)
-        x = res.params
-        history, path = res, None
-        ifo_n = float(np.asarray(res.epoch_ifo)[-1]) / n
-        mu_out = jnp.asarray(mu_vec if np.ndim(mu) else mu_vec[0])
+        x, mu_out, history, ifo = _single(_program(method, kw, q, ssn, False), consts, mu,
+                                          variance, r, np_dtype)
+        path, ifo_n = None, ifo / n
     else:
         target = _positive_int("nonzeros", nonzeros, r, d * r)
         x, mu_out, path, ifo = _path(_program(method, kw, q, ssn, True), consts, target,
@@ -395,6 +384,30 @@ def sparse_pca(data, n_components: int, *, mu=None, nonzeros: int | None = None,
         nonzeros=int(np.sum(np.asarray(nnz_cols))), nonzeros_per_component=nnz_cols,
         mu=mu_out, method=method, num_steps=steps, passes=ifo_n, history=history, path=path,
         settings=settings)
+
+
+def _checked_scales(prep):
+    """(lambda_max, mu_max) of :func:`_prepare`'s output, or a ValueError for data that
+    are not finite, overflow their dtype, or have no variance."""
+    if not bool(prep["finite"]):
+        raise ValueError("data holds NaN or inf.")
+    lam_max, mu_max = float(prep["lam_max"]), float(prep["mu_max"])
+    if not (math.isfinite(lam_max) and math.isfinite(mu_max)):
+        raise ValueError("data are too large for their dtype: the covariance overflows; "
+                         "rescale them.")
+    if not lam_max > 0:
+        raise ValueError("data has no variance (every centred row is zero).")
+    return lam_max, mu_max
+
+
+def _single(program, consts, mu, variance, r, dtype):
+    """(X, mu as given, the run's FitResult, IFOs) of one run at ``mu``; a failed run is
+    an error."""
+    mu_vec = _mu_vector(mu, r, dtype)
+    res, _ = program(mu_vec, *consts)
+    _raise_if_failed(res.history.halted, res.epoch_loss, variance)
+    mu_out = jnp.asarray(mu_vec if np.ndim(mu) else mu_vec[0])
+    return res.params, mu_out, res, float(np.asarray(res.epoch_ifo)[-1])
 
 
 @functools.partial(jax.jit, static_argnames=("center",))
