@@ -137,6 +137,27 @@ def _matrix(M, dtype):
     return arr.astype(dtype, copy=False)
 
 
+def _observed(matrix, obs):
+    """The observed entries of M (row-major), which must be finite."""
+    values = matrix[obs]
+    if not np.all(np.isfinite(values)):
+        bad = np.argwhere(obs & ~np.isfinite(matrix))[0]
+        raise ValueError(f"M has a NaN or infinite observed entry (at {tuple(bad.tolist())}); "
+                         "unobserved entries may be anything, observed ones must be finite.")
+    return values
+
+
+def _run_key(key, seed):
+    """``key``, or ``jax.random.key(seed)`` when it is None; checked."""
+    if key is None:
+        seed_int = _checks.index_or_none(seed)
+        if seed_int is None:
+            raise TypeError(f"seed must be an int, got {seed!r}.")
+        key = jax.random.key(seed_int)
+    _checks.check_key("key", key)
+    return key
+
+
 def _mask(mask, shape):
     arr = _two_d("mask", mask)
     if arr.shape != shape:
@@ -340,17 +361,8 @@ def robust_matrix_completion(M, mask, rank: int, *, gamma: float = 0.03, lam: fl
         raise TypeError(f"q must be an int, got {q!r}.")
     if q_int < 2:
         raise ValueError(f"q must be an int >= 2, got {q!r}.")
-    values = matrix[obs]
-    if not np.all(np.isfinite(values)):
-        bad = np.argwhere(obs & ~np.isfinite(matrix))[0]
-        raise ValueError(f"M has a NaN or infinite observed entry (at {tuple(bad.tolist())}); "
-                         "unobserved entries may be anything, observed ones must be finite.")
-    if key is None:
-        seed_int = _checks.index_or_none(seed)
-        if seed_int is None:
-            raise TypeError(f"seed must be an int, got {seed!r}.")
-        key = jax.random.key(seed_int)
-    _checks.check_key("key", key)
+    values = _observed(matrix, obs)
+    key = _run_key(key, seed)
 
     magnitude = (_magnitude(values) if magnitude is None else
                  _number("magnitude", magnitude, low=0.0, low_open=True, what="a number > 0"))
