@@ -94,13 +94,13 @@ class SparsePCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         return self
 
     def transform(self, X):
-        """(X - mean_) components_^T: the rows of X in the components' coordinates."""
+        """``(X - mean_) components_^T``: the rows of X in the components' coordinates."""
         check_is_fitted(self)
         X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
         return (X - self.mean_) @ self.components_.T
 
     def inverse_transform(self, X):
-        """X components_ + mean_: back to feature space (the projection onto the span of the
+        """``X components_ + mean_``: back to feature space (the projection onto the span of the
         components, for transformed data)."""
         check_is_fitted(self)
         X = np.asarray(X)
