@@ -1,0 +1,72 @@
+"""The documentation site's pages: docs/getting_started.md's Python blocks run as written
+(in order, in one namespace) and compute what the page says; the API reference covers every
+public name.
+
+The site itself is built by ``.ci/run`` (``python -m sphinx -W ...``), not here.
+"""
+
+import pathlib
+import re
+
+import numpy as np
+import pytest
+
+import rproxjax
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def python_blocks(page):
+    return re.findall(r"```python\n(.*?)```", (ROOT / page).read_text(), flags=re.S)
+
+
+@pytest.fixture(scope="module")
+def getting_started():
+    ns: dict = {}
+    code = "\n".join(python_blocks("docs/getting_started.md"))
+    exec(compile(code, str(ROOT / "docs/getting_started.md"), "exec"), ns)  # noqa: S102
+    return ns
+
+
+def test_getting_started_sparse_pca(getting_started):
+    spca, fixed = getting_started["spca"], getting_started["fixed"]
+    assert abs(spca.nonzeros - 100) <= 5  # the target, within the path's tolerance
+    x = np.asarray(spca.components, np.float64)
+    assert x.shape == (784, 5) and np.linalg.norm(x.T @ x - np.eye(5)) < 1e-4
+    assert getting_started["scores"].shape == (1000, 5)
+    assert len(spca.path.mu) > 1
+    assert abs(fixed.nonzeros - spca.nonzeros) <= 10  # "about the same count"
+
+
+def test_getting_started_optax_loop(getting_started):
+    ns = getting_started
+    assert float(rproxjax.stiefel.feasibility(ns["x"])) < 1e-4
+    assert not bool(ns["info"].halted)
+    loss = np.asarray(ns["res"].epoch_loss)
+    assert loss.shape == (3,) and loss[-1] < loss[0]
+    assert int(ns["res"].epoch_ifo[-1]) > 0
+
+
+def test_getting_started_sweep(getting_started):
+    params, losses = getting_started["params"], getting_started["losses"]
+    assert params.shape == (4, 100, 5) and losses.shape == (4, 2)
+    assert np.all(np.asarray(losses[:, -1]) < np.asarray(losses[:, 0]))
+    # A larger mu gives a sparser point.
+    assert int(rproxjax.problems.nonzeros(params[-1])) < int(rproxjax.problems.nonzeros(params[0]))
+
+
+def test_getting_started_rmc(getting_started):
+    ns = getting_started
+    rmc = ns["rmc"]
+    assert ns["background"].shape == ns["shape"] == (72, 96)
+    assert float(rmc.objective) < float(rmc.initial_objective)
+    assert np.all(np.asarray(rmc.outliers)[~ns["mask"]] == 0)
+
+
+def test_api_reference_covers_the_public_names():
+    """Every name of ``rproxjax.__all__`` has an autodoc entry (or, for the submodules, an
+    ``automodule``) in docs/api/."""
+    text = "\n".join(p.read_text() for p in sorted((ROOT / "docs" / "api").glob("*.rst")))
+    documented = set(re.findall(r"^\.\. auto(?:function|class|data):: (\w+)", text, flags=re.M))
+    documented |= set(re.findall(r"^\.\. automodule:: rproxjax\.(\w+)", text, flags=re.M))
+    assert documented == set(rproxjax.__all__)
