@@ -70,7 +70,7 @@ def array_tree(name: str, tree):
             if not (np.issubdtype(leaf.dtype, np.number) or leaf.dtype == np.bool_):
                 raise TypeError(f"{name} must hold numbers, got a NumPy array of dtype "
                                 f"{leaf.dtype}.")
-            leaf = jnp.asarray(leaf)
+            leaf = jax.device_put(leaf)  # a transfer: jnp.asarray compiles a copy
         elif not isinstance(leaf, jax.Array):
             hint = ("; convert it with numpy.asarray." if isinstance(tree, list | tuple)
                     and not isinstance(leaf, jax.Array | np.ndarray) else ".")
@@ -85,6 +85,14 @@ def array_tree(name: str, tree):
 def not_a_number(value) -> bool:
     """A string, list, tuple, dict, None or bool: a type error for a numeric argument."""
     return isinstance(value, str | bytes | list | tuple | dict | bool | np.bool_) or value is None
+
+
+def host_feasibility(x) -> float:
+    """||X^T X - I||_F of a concrete d x r matrix, computed on the host in float64 (a check
+    before a run: NumPy, so that it compiles nothing)."""
+    xn = np.asarray(x, np.float64)
+    gram = xn.T @ xn - np.eye(xn.shape[-1])
+    return float(np.sqrt(np.sum(gram * gram)))
 
 
 def check_float(name: str, array) -> None:

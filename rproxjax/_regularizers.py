@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -319,7 +320,7 @@ def _as_strength(name, mu, max_ndim=1):
             f"{shape}."
         )
     _checks.check_nonnegative(f"{name}: mu", mu)
-    return jnp.asarray(mu)
+    return mu if isinstance(mu, jax.Array) else jax.device_put(mu)  # no compiled copy
 
 
 def l1(mu) -> L1:

@@ -55,7 +55,7 @@ def hyper(name, value):
     if jnp.ndim(value) != 0:
         raise ValueError(f"{name} must be a scalar or a schedule, got shape {jnp.shape(value)}.")
     _checks.check_positive(name, value)
-    return jnp.asarray(value)
+    return value if isinstance(value, jax.Array) else jax.device_put(value)  # no compile
 
 
 def value_at(hyperparameter, count, dtype):

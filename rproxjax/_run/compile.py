@@ -59,12 +59,16 @@ def compile_once(fn: Callable, *example_args) -> Callable:
     with the same pytree structure, shapes and dtypes as ``example_args`` and
     returns ``fn``'s outputs. Its
     executable is shared with every earlier ``compile_once`` of the same
-    computation (see the module docstring).
+    computation (see the module docstring). When ``fn`` closes over values traced by an
+    enclosing ``jax.jit`` or ``jax.vmap``, ``fn`` itself is returned: it is then part of
+    the caller's program.
     """
     closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*example_args)
     in_tree = jax.tree.structure(example_args)
     out_tree = jax.tree.structure(out_shape)
     consts = list(closed.consts)
+    if any(isinstance(c, jax.core.Tracer) for c in consts):
+        return fn  # inside an outer trace (jit, vmap): inlined into the caller's program
     key = (str(closed.jaxpr), in_tree, out_tree, tuple(_aval_key(c) for c in consts),
            tuple(_aval_key(a) for a in in_tree.flatten_up_to(example_args)))
     evaluator = _CACHE.pop(key, None)
