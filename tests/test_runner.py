@@ -189,14 +189,6 @@ def test_nonfinite_data_is_reported_and_x_kept(planted):
     np.testing.assert_array_equal(res.params, x0)
 
 
-def test_progress_lines_between_epochs(planted, capsys):
-    data, x0, _ = planted
-    rproxjax.fit(_sgd(0.1), _loss, x0, data, key=jax.random.key(0), batch_size=100,
-                 num_epochs=2, progress=True)
-    err = capsys.readouterr().err
-    assert "epoch 1/2" in err and "epoch 2/2" in err and "IFO/n = 2.00" in err
-
-
 def test_steps_per_epoch_gives_finer_curves(planted):
     data, x0, _ = planted
     res = rproxjax.fit(_sgd(0.1), _loss, x0, data, key=jax.random.key(0), batch_size=30,

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import sys
 import time
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
@@ -41,6 +41,7 @@ from rproxjax._run.checks import (
 )
 from rproxjax._run.compile import compile_once
 from rproxjax._run.data import FiniteSum, Plan, Stream, chunk_steps, is_dataset
+from rproxjax._run.monitor import EpochInfo, Monitor, check_callback, traced_callback
 from rproxjax._run.program import EpochProgram, History, make_objective, state_blocks
 from rproxjax._run.sharding import ShardedFiniteSum, data_mesh
 
@@ -98,20 +99,9 @@ def _settings(batch_size, num_epochs, num_steps, steps_per_epoch, refresh_batch_
 
 
 def _check_params(state, params):
-    from rproxjax._run.program import feasibility_tolerance
-
-    blocks = state_blocks(state)
-    map_blocks(lambda b, x: b.check("params", x), blocks, params)
-    feas = map_blocks(lambda b, x: b.feasibility(x), blocks, params)
-    for value in jax.tree.leaves(feas):
-        tol = feasibility_tolerance(value.dtype)  # the epoch program's guard's, by dtype
-        concrete = _checks.concrete_or_none(value)
-        if concrete is not None and not float(concrete) <= tol:
-            raise ValueError(
-                f"params is not on the Stiefel manifold: ||X^T X - I||_F = {float(concrete):.3e} "
-                f"> {tol:g}. Start from an orthonormal X0 (e.g. stiefel.random_point or a QR "
-                "factor)."
-            )
+    """Each block's point: its shape and dtype, and (concrete points, on the host) its
+    distance to the manifold within the epoch program's guard tolerance."""
+    map_blocks(lambda b, x: b.check("params", x), state_blocks(state), params)
 
 
 def _finite_plan(needs: Needs, n: int, s: _Settings) -> tuple[Plan, int, int | None]:
@@ -176,7 +166,8 @@ def _ifo0(initial=0):
     """The IFO counter's start: ``initial_ifo`` (a Python int >= 0) when a count continues."""
     if isinstance(initial, bool) or not hasattr(initial, "__index__") or initial < 0:
         raise ValueError(f"initial_ifo must be an int >= 0, got {initial!r}.")
-    return jnp.asarray(int(initial), jnp.int64 if jax.config.jax_enable_x64 else jnp.int32)
+    return jax.device_put(np.asarray(int(initial), np.int64 if jax.config.jax_enable_x64
+                                     else np.int32))
 
 
 def _finite_elements(program, key, epochs):
@@ -201,6 +192,14 @@ def _epoch_keys(key, num_epochs):
     return key, jnp.stack(keys)
 
 
+def _init(optimizer, params):
+    """``optimizer.init(params)``: one compiled program for concrete params (eagerly, each
+    array it creates would compile a program of its own), traced inline under ``jit``."""
+    if _is_traced(params):
+        return optimizer.init(params)
+    return compile_once(optimizer.init, params)(params)  # inlined if the optimizer is traced
+
+
 def _prepare(optimizer, loss_fn, params, data, key, opt_state, settings, batched_loss,
              record_loss, record_variance, initial_ifo, mesh=None, data_axis=None):
     """(program, number of epochs, steps of a partial last epoch or None, initial carry
@@ -212,10 +211,11 @@ def _prepare(optimizer, loss_fn, params, data, key, opt_state, settings, batched
         data = _checks.array_tree("data", data)
     if opt_state is not None:
         opt_state = jax.tree.map(
-            lambda a: jnp.asarray(a) if isinstance(a, np.ndarray | np.generic) else a, opt_state)
+            lambda a: jax.device_put(a) if isinstance(a, np.ndarray | np.generic) else a,
+            opt_state)
     if opt_state is not None:
         check_opt_state(optimizer, params, opt_state)
-    state = optimizer.init(params) if opt_state is None else opt_state
+    state = _init(optimizer, params) if opt_state is None else opt_state
     check_optimizer(optimizer, state)
     _check_params(state, params)
     needs = find_needs(state)
@@ -258,7 +258,8 @@ def fit(optimizer, loss_fn, params, data, *, key, batch_size: int | None = None,
         refresh_batch_size: int | None = None, record_loss: bool = False,
         record_variance: bool = False, chunk_size: int = 2048, progress: bool = False,
         batched_loss: bool = False, throw: bool = False, initial_ifo: int = 0,
-        mesh=None, data_axis: str | None = None) -> FitResult:
+        mesh=None, data_axis: str | None = None,
+        callback: Callable[[EpochInfo], Any] | None = None) -> FitResult:
     """Runs ``optimizer`` on the per-sample loss ``loss_fn(params, sample)`` from the host.
 
     Finite-sum mode (``data`` a data set of n samples): each epoch draws one
@@ -267,9 +268,10 @@ def fit(optimizer, loss_fn, params, data, *, key, batch_size: int | None = None,
     steps in compiled chunks, the data never all resident. Blocks of the
     variance-reduced methods (a refresh on S1, then q - 1 minibatch steps on
     S2) are an outer ``lax.scan`` around an inner one. Epoch programs are
-    compiled once per structure and reused by later calls; ``progress``
-    prints a line per epoch on stderr. Inside ``jax.jit``/``jax.vmap`` use
-    :func:`pure_fit`, which gives identical results.
+    compiled once per structure and reused by later calls. Between epochs the
+    run reports to ``callback`` (which may stop it), a progress bar and the
+    ``"rproxjax"`` logger. Inside ``jax.jit``/``jax.vmap`` use :func:`pure_fit`,
+    which gives identical results.
 
     Args:
       optimizer: a transformation of this package, or a chain holding one
@@ -329,7 +331,16 @@ def fit(optimizer, loss_fn, params, data, *, key, batch_size: int | None = None,
         axes off the data; with Auto axes pass ``mesh``). Finite-sum mode only;
         see ``docs/usage.md``, "Scaling out".
       data_axis: the mesh axis that splits the samples.
-      progress: print a progress line per epoch/chunk on stderr.
+      progress: a progress bar on stderr, updated after each epoch (online: chunk),
+        drawn only when stderr is a terminal (with ``tqdm`` when installed:
+        ``pip install rproxjax[progress]``). Each epoch is also logged at DEBUG level to
+        the logger ``"rproxjax"``, and the run's end at INFO level.
+      callback: ``callback(info)`` after each epoch (online: chunk), with an
+        :class:`EpochInfo` (the epoch's number, params, opt_state, F, IFOs, time and the
+        key that resumes the run): for logging, checkpointing or early stopping. A true
+        return value stops the run there: the result holds the epochs run so far, and
+        passing its ``params``, ``opt_state`` and ``key`` back continues the run as an
+        uninterrupted one would.
       throw: raise a RuntimeError (with the run as ``err.result``) if the run halted
         (``history.halted``: a non-finite gradient, subproblem or objective, an
         invalid traced hyperparameter, or a step that left the manifold,
@@ -346,14 +357,22 @@ def fit(optimizer, loss_fn, params, data, *, key, batch_size: int | None = None,
     if _is_traced((params, opt_state, key)):
         raise ValueError("fit drives epochs from the host and cannot be traced; inside "
                          "jax.jit or jax.vmap call rproxjax.pure_fit (same arguments).")
+    check_callback(callback)
+    if not isinstance(progress, bool | np.bool_):
+        raise TypeError(f"progress must be True or False, got {progress!r}.")
     settings = _settings(batch_size, num_epochs, num_steps, steps_per_epoch,
                          refresh_batch_size, chunk_size)
     program, epochs, last, carry = _prepare(optimizer, loss_fn, params, data, key, opt_state,
                                             settings, batched_loss, record_loss,
                                             record_variance, initial_ifo, mesh, data_axis)
-    if program.finite_sum:
+    n = getattr(program.sampler, "n", program.plan.batch_size)
+    if program.finite_sum and program.segments() is None:
+        monitor = Monitor(epochs, n, progress, callback)
+        result = _finite_loop(program, carry, key, epochs, last, monitor)
+    elif program.finite_sum:
+        monitor = Monitor(epochs, n, progress, callback)
         key, elements = _finite_elements(program, key, epochs)
-        result = _host_loop(program, carry, elements, key, progress, epochs, last)
+        result = _host_loop(program, carry, elements, key, monitor, epochs, last)
     else:
         sizes = chunk_steps(settings.num_steps, program.plan.steps)
         chunks = (program.sampler.chunk(program.plan, steps) for steps in sizes)
@@ -361,7 +380,8 @@ def fit(optimizer, loss_fn, params, data, *, key, batch_size: int | None = None,
         batches = first if program.plan.q is None else first[1]
         check_loss(loss_fn, params, jax.tree.map(
             lambda a: a[0] if batched_loss else a[0, 0], batches), batched_loss)
-        result = _host_loop(program, carry, itertools.chain([first], chunks), key, progress,
+        monitor = Monitor(len(sizes), n, progress, callback)
+        result = _host_loop(program, carry, itertools.chain([first], chunks), key, monitor,
                             len(sizes))
     if throw:
         _raise_if_halted(result)
@@ -420,14 +440,62 @@ def _epoch_fn(program, partial=None):
     return epoch
 
 
-def _host_loop(program, carry, inputs_iter, key, progress, total, last=None):
-    """Runs the epochs one compiled call at a time, timing each. The times exclude
-    compilation and, in finite-sum mode, drawing the epoch's sample indices (a permutation
-    of the n samples, about 10 ms at n = 20,000 on CPU: it would make a run's time depend on
-    how many curve points it records). Epochs that are segments of a block
-    (``steps_per_epoch < q``) alternate between the block's head (the refresh and the first
-    steps) and its tail segments. ``last``: the steps of a partial last epoch (finite-sum
-    mode), which runs the first ``last`` steps of its epoch's samples."""
+def _finite_loop(program, carry, key, total, last, monitor):
+    """The epochs of a finite-sum run (whole epochs, not segments of a block), one compiled
+    call each, timed. Two programs besides the epoch's (and its partial last epoch's):
+    ``post`` evaluates F at the carry and draws the next epoch's sample indices (both
+    outside the timing), splitting one key per epoch as :func:`_epoch_keys` does."""
+    carry0_ifo = carry[2]
+
+    def post(c, k, draw):
+        def drawn(k):
+            k, sub = jax.random.split(k)
+            return k, program.sampler.epoch_inputs(sub, program.plan)
+
+        shapes = jax.eval_shape(drawn, k)
+        k, inputs = lax.cond(draw, drawn, lambda k: (k, jax.tree.map(
+            lambda s: jnp.zeros(s.shape, s.dtype), shapes[1])), k)
+        return program.end_loss(c, None), k, inputs
+
+    post = compile_once(post, carry, key, np.bool_(True))
+    loss, key_next, inputs = post(carry, key, np.bool_(True))
+    programs, hists, losses, ifos, times, elapsed = {}, [], [loss], [], [0.0], 0.0
+    info = None
+    try:
+        for e in range(total):
+            partial = last if e == total - 1 else None
+            if partial not in programs:
+                programs[partial] = compile_once(_epoch_fn(program, partial), carry, inputs)
+            start = time.perf_counter()
+            carry, hist, _ = programs[partial](carry, inputs)
+            jax.block_until_ready(carry)
+            elapsed += time.perf_counter() - start
+            key = key_next
+            loss, key_next, inputs = post(carry, key, np.bool_(e < total - 1))
+            hists.append(hist)
+            losses.append(loss)
+            ifos.append(carry[2])
+            times.append(elapsed)
+            info = EpochInfo(e + 1, total, carry[0], carry[1], loss, carry[2], elapsed, key)
+            if monitor.update(info):
+                break
+    except Exception as err:
+        if hists:
+            err.partial_result = _assemble(carry, hists, losses, ifos, times, carry0_ifo, key,
+                                           True)
+        raise
+    finally:
+        monitor.close(info)
+    return _assemble(carry, hists, losses, ifos, times, carry0_ifo, key, True)
+
+
+def _host_loop(program, carry, inputs_iter, key, monitor, total, last=None):
+    """Runs the epochs one compiled call at a time, timing each: online chunks, and
+    finite-sum epochs that are segments of a block (``steps_per_epoch < q``), which
+    alternate between the block's head (the refresh and the first steps) and its tail
+    segments. The times exclude compilation and, in finite-sum mode, drawing the epoch's
+    sample indices and evaluating F. ``last``: the steps of a partial last epoch
+    (finite-sum mode), which runs the first ``last`` steps of its epoch's samples."""
     carry0_ifo = carry[2]
     finite = program.finite_sum
     parts = program.segments()
@@ -440,6 +508,7 @@ def _host_loop(program, carry, inputs_iter, key, progress, total, last=None):
         return jax.block_until_ready(programs[name](*args))
 
     hists, losses, ifos, times, elapsed = [], [], [], [0.0], 0.0
+    info = None
     try:
         for e, element in enumerate(inputs_iter):
             part = 0 if parts is None else int(e % parts[2] != 0)
@@ -465,24 +534,29 @@ def _host_loop(program, carry, inputs_iter, key, progress, total, last=None):
             losses.append(loss)
             ifos.append(carry[2])
             times.append(elapsed)
-            if progress:
-                _report(e + 1, total, loss, carry[2], program)
+            info = EpochInfo(e + 1, total, carry[0], carry[1], loss, carry[2], elapsed,
+                             key if finite else None)
+            if monitor.update(info):
+                break
     except Exception as err:  # e.g. a stream that fails in a later chunk: keep the work done
         if hists:
             err.partial_result = _assemble(carry, hists, losses, ifos, times, carry0_ifo, key,
                                            finite)
         raise
+    finally:
+        monitor.close(info)
     return _assemble(carry, hists, losses, ifos, times, carry0_ifo, key, finite)
 
 
 def _assemble(carry, hists, losses, ifos, times, carry0_ifo, key, finite):
-    """The FitResult of the epochs run so far."""
+    """The FitResult of the epochs run so far (joined on the host: nothing to compile)."""
     if not finite:
-        losses = [jnp.asarray(jnp.nan, jnp.result_type(*jax.tree.leaves(carry[0])))] + losses
-    history = jax.tree.map(lambda *a: jnp.concatenate(a), *hists)
-    return FitResult(carry[0], carry[1], history, jnp.stack(losses),
-                     jnp.concatenate([carry0_ifo[None], jnp.stack(ifos)]),
-                     jnp.asarray(np.asarray(times)), key)
+        losses = [np.asarray(np.nan, jnp.result_type(*jax.tree.leaves(carry[0])))] + losses
+    put = jax.device_put  # a transfer; jnp.asarray would compile a copy per shape
+    history = jax.tree.map(lambda *a: put(np.concatenate([np.asarray(x) for x in a])), *hists)
+    losses = put(np.stack([np.asarray(v) for v in losses]))
+    ifos = np.stack([np.asarray(carry0_ifo)] + [np.asarray(v) for v in ifos])
+    return FitResult(carry[0], carry[1], history, losses, put(ifos), put(np.asarray(times)), key)
 
 
 def pure_fit(optimizer, loss_fn, params, data, *, key, batch_size: int | None = None,
@@ -491,7 +565,8 @@ def pure_fit(optimizer, loss_fn, params, data, *, key, batch_size: int | None = 
              refresh_batch_size: int | None = None, record_loss: bool = False,
              record_variance: bool = False, chunk_size: int = 2048,
              batched_loss: bool = False, initial_ifo: int = 0, mesh=None,
-             data_axis: str | None = None) -> FitResult:
+             data_axis: str | None = None,
+             callback: Callable[[EpochInfo], Any] | None = None) -> FitResult:
     """:func:`fit` as a pure function: all epochs in one ``lax.scan``, finite-sum mode.
 
     Wrap it in ``jax.jit`` and ``jax.vmap`` (over mu, step sizes or PRNG keys:
@@ -509,6 +584,11 @@ def pure_fit(optimizer, loss_fn, params, data, *, key, batch_size: int | None = 
         run data-parallel without ``mesh``, as :func:`fit` runs them (the mesh is read
         off their traced type); over a mesh with Auto axes the traced data do not say
         their split: pass ``mesh``.
+      callback: opt-in, ``callback(info)`` after each epoch through ``jax.debug.callback``,
+        with an :class:`EpochInfo` of NumPy arrays (``time`` NaN); its return value is
+        ignored (a compiled run cannot stop early: use :func:`fit` for that). Under
+        ``jax.vmap`` it is called once per lane. Without it the program holds no
+        callback.
 
     Returns:
       A :class:`FitResult` (``epoch_time`` NaN). As in :func:`fit`, a step whose point
@@ -544,29 +624,27 @@ def pure_fit(optimizer, loss_fn, params, data, *, key, batch_size: int | None = 
     if program.segments() is not None:
         raise ValueError("pure_fit runs whole blocks: steps_per_epoch must be at least the "
                          "refresh period q (fit splits blocks into shorter epochs).")
+    check_callback(callback)
     loss0 = program.end_loss(carry, None)
-    key, keys = _epoch_keys(key, epochs)
 
-    def epoch(c, k, partial=None):
-        inputs = program.sampler.epoch_inputs(k, program.plan)
+    def epoch(ck, e, partial=None):  # one key split per epoch, as _epoch_keys splits them
+        c, k = ck
+        k, sub = jax.random.split(k)
+        inputs = program.sampler.epoch_inputs(sub, program.plan)
         c, hist = (program.run(c, inputs) if partial is None
                    else program.run_partial(c, inputs, partial))
-        return c, (hist, program.end_loss(c, None), c[2])
+        loss = program.end_loss(c, None)
+        if callback is not None:
+            traced_callback(callback, e + 1, epochs, c, loss, k)
+        return (c, k), (hist, loss, c[2])
 
-    whole = keys if last is None else keys[:-1]
-    carry, (hist, losses, ifos) = lax.scan(epoch, carry, whole)
+    whole = epochs if last is None else epochs - 1
+    (carry, key), (hist, losses, ifos) = lax.scan(epoch, (carry, key), jnp.arange(whole))
     hist = jax.tree.map(lambda a: a.reshape((-1,) + a.shape[2:]), hist)
     if last is not None:  # the partial last epoch: exactly num_steps steps
-        carry, (h, loss, ifo) = epoch(carry, keys[-1], last)
+        (carry, key), (h, loss, ifo) = epoch((carry, key), whole, last)
         hist = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), hist, h)
         losses, ifos = jnp.concatenate([losses, loss[None]]), jnp.concatenate([ifos, ifo[None]])
     return FitResult(carry[0], carry[1], hist, jnp.concatenate([loss0[None], losses]),
                      jnp.concatenate([_ifo0(initial_ifo)[None], ifos]),
                      jnp.full((epochs + 1,), jnp.nan), key)
-
-
-
-def _report(done, total, loss, ifo, program):
-    n = getattr(program.sampler, "n", program.plan.batch_size)
-    print(f"[rproxjax] epoch {done}/{total}  F = {float(loss):.6g}  IFO/n = {float(ifo) / n:.2f}",
-          file=sys.stderr)

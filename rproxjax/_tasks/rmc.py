@@ -22,6 +22,7 @@ from rproxjax._linalg import mm
 from rproxjax._optimizers import inverse_sqrt_schedule, r_prox_sgd, r_prox_spb, r_subgrad
 from rproxjax._regularizers import l1
 from rproxjax._run.fit import FitResult, pure_fit
+from rproxjax._run.monitor import Relay
 
 __all__ = ["DEFAULT_STEPS", "REFERENCE_MAGNITUDE", "RMCResult", "robust_matrix_completion"]
 
@@ -212,10 +213,13 @@ def _setup(method, nnz, *, budget, batch_fraction, q, gamma, eta, scale, u_scale
     return opt, dict(batch_size=batch, batched_loss=True, chunk_size=nnz, **kw)
 
 
+_RELAY = Relay()  # the epochs of a run compiled with progress go to the call's bar
+
+
 @functools.partial(jax.jit, static_argnames=("method", "m", "n", "budget", "batch_fraction",
-                                             "q", "record_loss"))
+                                             "q", "record_loss", "progress"))
 def _solve(eta, scale, u_scale, gamma, rows, cols, values, lam, u0, key, *, method, m, n, budget,
-           batch_fraction, q, record_loss):
+           batch_fraction, q, record_loss, progress=False):
     """The whole run, V, L and F as one compiled program (cached per shape and settings)."""
     prob = problems.RMCProblem(rows, cols, values, lam, m, n)
     nnz = values.shape[0]
@@ -223,7 +227,8 @@ def _solve(eta, scale, u_scale, gamma, rows, cols, values, lam, u0, key, *, meth
                      gamma=gamma, eta=eta, scale=scale, u_scale=u_scale)
     params = {"U": u0, "S": jnp.zeros(nnz, u0.dtype)}
     res = pure_fit(opt, lambda p, b: problems.rmc_batch_loss(p, b, prob), params,
-                            jnp.arange(nnz), key=key, record_loss=record_loss, **kw)
+                            jnp.arange(nnz), key=key, record_loss=record_loss, **kw,
+                            callback=_RELAY if progress else None)
     u, s = res.params["U"], res.params["S"]
     v = problems.rmc_v(u, s, prob)
     low_rank = mm(u, v)
@@ -238,7 +243,7 @@ def robust_matrix_completion(M, mask, rank: int, *, gamma: float = 0.03, lam: fl
                              step_scale: float | None = None, magnitude: float | None = None,
                              key=None, seed: int = 0,
                              dtype=None, record_loss: bool = False,
-                             throw: bool = True) -> RMCResult:
+                             throw: bool = True, progress: bool = False) -> RMCResult:
     r"""Robust low-rank matrix completion: a low-rank L = U V plus sparse outliers S fitting the
     observed entries of M (the paper's model, solved by its stochastic proximal methods).
 
@@ -307,6 +312,9 @@ def robust_matrix_completion(M, mask, rank: int, *, gamma: float = 0.03, lam: fl
       throw: raise a RuntimeError (the result as ``err.result``) when the run failed: it
         halted (a non-finite gradient or objective) or ended with F above its start, the mark
         of a step too large for the data. ``False`` returns the result as it is.
+      progress: a progress bar over the run's epochs on stderr when it is a terminal (as in
+        :func:`rproxjax.fit`; the compiled run then reports each epoch through
+        ``jax.debug.callback``: one more compilation the first time).
 
     Returns:
       An :class:`RMCResult`: ``low_rank`` (U V), ``outliers`` (S on Omega, 0 elsewhere),
@@ -378,12 +386,15 @@ def robust_matrix_completion(M, mask, rank: int, *, gamma: float = 0.03, lam: fl
     nnz = int(values.size)
     u0 = _initial_u(matrix, obs, r)
     wdt = matrix.dtype
-    res, v, low_rank, outliers, objective, objective0 = _solve(
-        jnp.asarray(eta, wdt), jnp.asarray(step_scale * nnz, wdt), jnp.asarray(u_scale, wdt),
-        jnp.asarray(gamma, wdt),
-        prob.rows, prob.cols, prob.values, prob.lam, jnp.asarray(u0, wdt), key,
-        method=method, m=m, n=n, budget=budget, batch_fraction=batch_fraction, q=q_int,
-        record_loss=bool(record_loss))
+    if not isinstance(progress, bool | np.bool_):
+        raise TypeError(f"progress must be True or False, got {progress!r}.")
+    with _RELAY.watch(nnz, bool(progress)):
+        res, v, low_rank, outliers, objective, objective0 = _solve(
+            jnp.asarray(eta, wdt), jnp.asarray(step_scale * nnz, wdt), jnp.asarray(u_scale, wdt),
+            jnp.asarray(gamma, wdt),
+            prob.rows, prob.cols, prob.values, prob.lam, jnp.asarray(u0, wdt), key,
+            method=method, m=m, n=n, budget=budget, batch_fraction=batch_fraction, q=q_int,
+            record_loss=bool(record_loss), progress=bool(progress))
     result = RMCResult(low_rank, outliers, res.params["U"], v, res.params["S"], objective,
                        objective0, res, method, float(eta), float(step_scale), u_scale,
                        magnitude, gamma, lam, r, prob)

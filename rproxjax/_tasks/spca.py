@@ -25,6 +25,7 @@ from rproxjax._manpg import manpg
 from rproxjax._optimizers import inverse_sqrt_schedule, r_prox_sgd, r_prox_spb, r_subgrad
 from rproxjax._regularizers import l1
 from rproxjax._run.fit import FitResult, pure_fit
+from rproxjax._run.monitor import Relay, Stages
 from rproxjax._ssn.config import SSN
 from rproxjax.problems import spca_loss
 
@@ -225,12 +226,17 @@ def _optimizer(method, mu, eta, gamma, q, ssn):
     return manpg(gamma, reg, tol=1e-12, ssn=ssn)
 
 
-def _make_run(method, kw, q, ssn):
-    """run(mu (r,), eta, gamma, x0, data, key) -> (FitResult, metrics): one run, traceable."""
+_RELAY = Relay()  # the epochs of a run compiled with progress go to the call's bar
+
+
+def _make_run(method, kw, q, ssn, progress=False):
+    """run(mu (r,), eta, gamma, x0, data, key) -> (FitResult, metrics): one run, traceable;
+    with ``progress``, each epoch is reported through :data:`_RELAY`."""
 
     def run(mu, eta, gamma, x0, data, key):
         opt = _optimizer(method, mu, eta, gamma, q, ssn)
-        res = pure_fit(opt, spca_loss, x0, data, key=key, **kw)
+        res = pure_fit(opt, spca_loss, x0, data, key=key, **kw,
+                       callback=_RELAY if progress else None)
         return res, _metrics(res.params, data)
 
     return run
@@ -239,11 +245,11 @@ def _make_run(method, kw, q, ssn):
 _PROGRAMS: dict = {}
 
 
-def _program(method, kw, q, ssn, lanes: bool):
+def _program(method, kw, q, ssn, lanes: bool, progress: bool = False):
     """The compiled run (or its ``vmap`` over mu, for a path), cached by its settings."""
-    name = (method, tuple(sorted(kw.items())), q, ssn, lanes)
+    name = (method, tuple(sorted(kw.items())), q, ssn, lanes, progress)
     if name not in _PROGRAMS:
-        run = _make_run(method, kw, q, ssn)
+        run = _make_run(method, kw, q, ssn, progress)
         if lanes:
             run = jax.vmap(run, in_axes=(0, None, None, None, None, None))
         _PROGRAMS[name] = jax.jit(run)
@@ -261,7 +267,7 @@ def sparse_pca(data, n_components: int, *, mu=None, nonzeros: int | None = None,
                method: str = "r_prox_spb", passes: float = 10.0, center: bool = True,
                batch_size: int | None = None, q: int | None = None, eta: float | None = None,
                gamma: float | None = None, x0=None, seed: int = 0,
-               ssn: SSN | None = None) -> SparsePCAResult:
+               ssn: SSN | None = None, progress: bool = False) -> SparsePCAResult:
     r"""Sparse principal components of ``data`` (rows are samples), by the paper's model.
 
     Solves min over X in St(d, r) of (1/n) sum_i ||z_i - X X^T z_i||^2 + mu ||X||_1 with
@@ -304,6 +310,11 @@ def sparse_pca(data, n_components: int, *, mu=None, nonzeros: int | None = None,
       seed: seeds the start's subspace iteration and the sampling.
       ssn: subproblem settings (default ``rproxjax.SSN.stochastic()``, or
         ``rproxjax.SSN()`` for ManPG).
+      progress: a progress bar on stderr when it is a terminal (as in
+        :func:`rproxjax.fit`): a single run's epochs (its compiled program then reports
+        each epoch through ``jax.debug.callback``: one more compilation the first time),
+        or a path's rounds. The path's rounds are also logged at INFO level to the
+        logger ``"rproxjax"``.
 
     Returns:
       A :class:`SparsePCAResult`: the components, scores, explained variance (the paper's
@@ -336,6 +347,8 @@ def sparse_pca(data, n_components: int, *, mu=None, nonzeros: int | None = None,
     if mu is not None and nonzeros is not None:
         raise ValueError("give mu or nonzeros, not both.")
     passes = _positive_float("passes", passes)
+    if not isinstance(progress, bool | np.bool_):
+        raise TypeError(f"progress must be True or False, got {progress!r}.")
     dtype = data.dtype
     b = min(n, max(1, round(math.sqrt(n)))) if batch_size is None else \
         _positive_int("batch_size", batch_size, 1, n)
@@ -369,13 +382,15 @@ def sparse_pca(data, n_components: int, *, mu=None, nonzeros: int | None = None,
 
     if nonzeros is None:
         mu = 0.1 * mu_max if mu is None else mu
-        x, mu_out, history, ifo = _single(_program(method, kw, q, ssn, False), consts, mu,
-                                          variance, r, np_dtype)
+        with _RELAY.watch(n, progress):
+            x, mu_out, history, ifo = _single(_program(method, kw, q, ssn, False, progress),
+                                              consts, mu, variance, r, np_dtype)
         path, ifo_n = None, ifo / n
     else:
         target = _positive_int("nonzeros", nonzeros, r, d * r)
         x, mu_out, path, ifo = _path(_program(method, kw, q, ssn, True), consts, target,
-                                     mu_max, variance, r, np_dtype)
+                                     mu_max, variance, r, np_dtype,
+                                     Stages(1 + REFINE_ROUNDS, progress, "path round"))
         history, ifo_n = None, ifo / n
     (explained, adjusted, per_comp, nnz_cols), scores = _finish(x, centred)
     return SparsePCAResult(
@@ -430,7 +445,7 @@ def _finish(x, centred):
     return _metrics(x, centred), mm(centred, x)
 
 
-def _path(program, consts, target, mu_max, variance, r, dtype):
+def _path(program, consts, target, mu_max, variance, r, dtype, stages):
     """(X, mu, path, IFOs) of the run whose nonzeros are nearest ``target``.
 
     The grid ``PATH_FRACTIONS`` of mu_max, then up to ``REFINE_ROUNDS`` rounds of
@@ -445,7 +460,19 @@ def _path(program, consts, target, mu_max, variance, r, dtype):
         runs.append((mus, np.asarray(res.params), m, m[3].sum(axis=1),
                      _failed(res.history.halted, res.epoch_loss, variance),
                      np.asarray(res.epoch_ifo)[:, -1]))
+        near = runs[-1][3][_pick(runs[-1][3], target)]
+        stages.update(f"{len(mus)} values of mu in [{mus.min():.3g}, {mus.max():.3g}], "
+                      f"nonzeros nearest {target}: {near}")
 
+    try:
+        _rounds(run, runs, mu_max, target)
+    finally:
+        stages.close()
+    return _best(runs, target, variance, dtype)
+
+
+def _rounds(run, runs, mu_max, target):
+    """The path's grid, then the refinements until a count is near enough the target."""
     run(mu_max * PATH_FRACTIONS)
     for _ in range(REFINE_ROUNDS):
         mus = np.concatenate([a[0] for a in runs])
@@ -457,6 +484,10 @@ def _path(program, consts, target, mu_max, variance, r, dtype):
         lo = above.max() if above.size else mus.min() * 1e-2
         hi = below[below > lo].min() if np.any(below > lo) else mus.max() * 4.0
         run(np.geomspace(lo, hi, REFINE_POINTS + 2)[1:-1])
+
+
+def _best(runs, target, variance, dtype):
+    """(X, mu, path, IFOs) of the run nearest the target, and the whole path."""
     mus = np.concatenate([a[0] for a in runs])
     order = np.argsort(mus, kind="stable")
 

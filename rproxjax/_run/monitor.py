@@ -1,0 +1,230 @@
+"""What a run reports between its compiled epochs: a callback, a progress bar and log records.
+
+:func:`rproxjax.fit` runs one compiled program per epoch (or online chunk) and, between
+them, hands an :class:`EpochInfo` to a :class:`Monitor`, which
+
+* calls the user's ``callback(info)``: a true return value stops the run there (the
+  result holds the epochs run so far, resumable with its state and key);
+* draws a progress bar on stderr when ``progress=True`` and stderr is a terminal
+  (``tqdm`` when it is installed, the optional extra ``rproxjax[progress]``, else a
+  one-line display of its own); off a terminal it draws nothing;
+* logs a record per epoch at DEBUG level and one per run at INFO level to the logger
+  ``"rproxjax"``, which has no handler of its own (configure :mod:`logging` to see them).
+
+:func:`rproxjax.pure_fit` runs inside ``jax.jit``: its ``callback`` is called through
+``jax.debug.callback`` with traced values made concrete, and cannot stop the run.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+
+__all__ = ["EpochInfo", "Monitor", "Relay", "Stages", "logger"]
+
+#: The library's logger; it has no handler of its own (see :mod:`logging`).
+logger = logging.getLogger("rproxjax")
+
+
+class EpochInfo(NamedTuple):
+    """What a ``callback`` receives after each epoch (or online chunk) of a run.
+
+    Attributes:
+      epoch: epochs (chunks) done in this run, from 1.
+      num_epochs: epochs (chunks) the run was asked for.
+      params: the point after the epoch.
+      opt_state: the optimizer state after the epoch.
+      loss: F after the epoch (online: the chunk's mean minibatch loss).
+      ifo: IFOs spent so far (counted from ``initial_ifo``).
+      time: seconds of optimization so far (NaN in :func:`rproxjax.pure_fit`).
+      key: the PRNG key that resumes the run after this epoch: ``fit(..., opt_state=
+        info.opt_state, key=info.key, initial_ifo=int(info.ifo))`` from ``info.params``
+        continues it as the uninterrupted run would (finite-sum mode; online mode keeps
+        the run's key).
+    """
+
+    epoch: Any
+    num_epochs: Any
+    params: Any
+    opt_state: Any
+    loss: Any
+    ifo: Any
+    time: Any
+    key: Any
+
+
+def _is_terminal(stream) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty and isatty())
+    except ValueError:  # a closed stream
+        return False
+
+
+class _Line:
+    """A one-line progress display of its own (when tqdm is not installed)."""
+
+    def __init__(self, total, stream, unit):
+        self.total, self.stream, self.width, self.unit = total, stream, 0, unit
+
+    def update(self, done, text):
+        line = f"rproxjax: {self.unit} {done}/{self.total}  {text}"
+        self.stream.write("\r" + line.ljust(self.width))
+        self.stream.flush()
+        self.width = len(line)
+
+    def close(self):
+        self.stream.write("\n")
+        self.stream.flush()
+
+
+class _Tqdm:
+    def __init__(self, tqdm, total, stream, unit):
+        self.bar = tqdm(total=total, file=stream, desc="rproxjax", unit=unit, leave=True)
+
+    def update(self, done, text):
+        self.bar.set_postfix_str(text, refresh=False)
+        self.bar.update(done - self.bar.n)
+
+    def close(self):
+        self.bar.close()
+
+
+def _bar(total, stream, unit="epoch"):
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return _Line(total, stream, unit)
+    return _Tqdm(tqdm, total, stream, unit)
+
+
+def check_callback(callback) -> None:
+    if callback is not None and not callable(callback):
+        raise TypeError(f"callback must be callable (it receives an EpochInfo), got "
+                        f"{type(callback).__name__}.")
+
+
+class Monitor:
+    """Between epochs: the callback, the progress bar and the log records of one run.
+
+    Args:
+      total: epochs (chunks) of the run.
+      n: samples per pass (the data set's n; online, the batch size), for IFO/n.
+      progress: draw a progress bar when ``stream`` is a terminal.
+      callback: ``callback(info: EpochInfo)``; a true return value stops the run.
+      stream: where the bar goes (default ``sys.stderr``, read when the run starts).
+    """
+
+    def __init__(self, total: int, n: int, progress: bool = False,
+                 callback: Callable[[EpochInfo], Any] | None = None, stream=None):
+        if not isinstance(progress, bool | np.bool_):
+            raise TypeError(f"progress must be True or False, got {progress!r}.")
+        check_callback(callback)
+        stream = sys.stderr if stream is None else stream
+        self.total, self.n, self.callback = total, n, callback
+        self.bar = _bar(total, stream) if progress and _is_terminal(stream) else None
+        self.stopped_at = None
+
+    def _text(self, info) -> str:
+        return f"F = {float(info.loss):.6g}  IFO/n = {float(info.ifo) / self.n:.2f}"
+
+    def update(self, info: EpochInfo) -> bool:
+        """Reports epoch ``info.epoch``; True when the callback asks to stop."""
+        debug = logger.isEnabledFor(logging.DEBUG)
+        if self.bar is not None or debug:
+            text = self._text(info)
+            if self.bar is not None:
+                self.bar.update(info.epoch, text)
+            if debug:
+                logger.debug("epoch %d/%d  %s", info.epoch, self.total, text)
+        if self.callback is not None and self.callback(info):
+            self.stopped_at = info.epoch
+            logger.info("the callback stopped the run after epoch %d of %d", info.epoch,
+                        self.total)
+            return True
+        return False
+
+    def close(self, info: EpochInfo | None) -> None:
+        """Ends the bar and logs the run's outcome."""
+        if self.bar is not None:
+            self.bar.close()
+        if info is not None and logger.isEnabledFor(logging.INFO):
+            logger.info("run ended after %d of %d epochs: %s, %.3g s", info.epoch,
+                        self.total, self._text(info), float(info.time))
+
+
+def traced_callback(callback, epoch, num_epochs, carry, loss, key):
+    """``callback(EpochInfo)`` from inside a compiled program (:func:`pure_fit`): the
+    values reach it as NumPy arrays, after the epoch; its return value is ignored."""
+    import jax
+    import jax.numpy as jnp
+
+    info = EpochInfo(epoch, jnp.asarray(num_epochs, jnp.int32), carry[0], carry[1], loss,
+                     carry[2], jnp.full((), jnp.nan, loss.dtype), key)
+    jax.debug.callback(lambda i: callback(i) and None, info)
+
+
+class Relay:
+    """A callback that compiled programs can keep: it forwards each :class:`EpochInfo` to
+    the monitor of the call in progress (:meth:`watch`), so that a cached program serves
+    every call, whoever listens. The task functions compile it into their runs when asked
+    for progress."""
+
+    def __init__(self):
+        self.target = None
+
+    def __call__(self, info):
+        target = self.target
+        if target is not None:
+            target(info)
+
+    def watch(self, n: int, progress: bool):
+        """A context manager: while it is open, epochs go to a progress bar of a run over
+        ``n`` samples (built at the first epoch, which says how many there are)."""
+        relay = self
+
+        class _Watch:
+            monitor = None
+
+            def __call__(self, info):
+                if self.monitor is None:
+                    self.monitor = Monitor(int(info.num_epochs), n, progress)
+                self.monitor.update(info._replace(epoch=int(info.epoch)))
+
+            def __enter__(self):
+                relay.target = self
+                return self
+
+            def __exit__(self, *exc):
+                import jax
+
+                jax.effects_barrier()  # the run's last callbacks have arrived
+                relay.target = None
+                if self.monitor is not None:
+                    self.monitor.close(None)
+
+        return _Watch()
+
+
+class Stages:
+    """A progress bar over the stages of a task (e.g. the rounds of a regularization path),
+    on a terminal only; each stage is also logged at INFO level."""
+
+    def __init__(self, total: int, progress: bool, what: str, stream=None):
+        stream = sys.stderr if stream is None else stream
+        self.bar = _bar(total, stream, what) if progress and _is_terminal(stream) else None
+        self.what, self.done = what, 0
+
+    def update(self, text: str) -> None:
+        self.done += 1
+        logger.info("%s %d: %s", self.what, self.done, text)
+        if self.bar is not None:
+            self.bar.update(self.done, text)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()

@@ -1,0 +1,254 @@
+"""Between compiled epochs: callbacks (early stopping, resuming), progress bars, logging, and
+how few programs a first fit compiles."""
+
+import io
+import logging
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import rproxjax
+from rproxjax._run.monitor import Monitor
+
+D, R = 24, 2
+
+
+def _loss(x, z):
+    return jnp.sum(z**2) - jnp.sum((x.T @ z) ** 2)
+
+
+def _sgd(mu=0.1):
+    return rproxjax.r_prox_sgd(0.05, 0.5, rproxjax.l1(mu))
+
+
+def _spb(mu=0.1):
+    return rproxjax.r_prox_spb(0.05, 0.5, rproxjax.l1(mu), q=5)
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+KW = dict(batch_size=100, num_epochs=4)
+
+
+@pytest.mark.parametrize("make", [_sgd, _spb], ids=["r_prox_sgd", "r_prox_spb"])
+def test_a_callback_stops_the_run_and_the_rest_resumes_bit_identically(planted, make):
+    data, x0, _ = planted
+    seen = []
+
+    def stop_after_two(info):
+        seen.append(info)
+        return info.epoch == 2
+
+    full = rproxjax.fit(make(), _loss, x0, data, key=jax.random.key(3), **KW)
+    part = rproxjax.fit(make(), _loss, x0, data, key=jax.random.key(3), callback=stop_after_two,
+                        **KW)
+    assert [i.epoch for i in seen] == [1, 2] and {i.num_epochs for i in seen} == {4}
+    assert part.epoch_loss.shape == (3,) and part.history.ifo.shape[0] * 2 == \
+        full.history.ifo.shape[0]
+    np.testing.assert_array_equal(part.epoch_loss, full.epoch_loss[:3])
+    np.testing.assert_array_equal(seen[-1].params, part.params)
+    np.testing.assert_array_equal(jax.random.key_data(seen[-1].key), jax.random.key_data(part.key))
+    assert float(seen[-1].loss) == float(part.epoch_loss[-1])
+    assert int(seen[-1].ifo) == int(part.epoch_ifo[-1]) and seen[-1].time > 0
+    # The key, state and IFOs of the stopped run continue it as the uninterrupted run went on.
+    rest = rproxjax.fit(make(), _loss, part.params, data, key=part.key,
+                        opt_state=part.opt_state, initial_ifo=int(part.epoch_ifo[-1]),
+                        batch_size=100, num_epochs=2)
+    np.testing.assert_array_equal(rest.params, full.params)
+    np.testing.assert_array_equal(rest.epoch_loss, full.epoch_loss[2:])
+    np.testing.assert_array_equal(rest.epoch_ifo, full.epoch_ifo[2:])
+    np.testing.assert_array_equal(jax.random.key_data(rest.key), jax.random.key_data(full.key))
+
+
+def test_a_callback_that_returns_nothing_lets_the_run_finish(planted):
+    data, x0, _ = planted
+    calls = []
+    res = rproxjax.fit(_sgd(), _loss, x0, data, key=jax.random.key(3), num_steps=30,
+                       batch_size=100, callback=calls.append)  # returns None
+    assert [i.epoch for i in calls] == [1, 2, 3] and res.history.ifo.shape == (30,)
+
+
+def test_an_online_run_reports_each_chunk(planted):
+    data, x0, _ = planted
+    batches = iter(np.asarray(data).reshape(-1, 20, D))
+    calls = []
+    res = rproxjax.fit(_sgd(), _loss, x0, batches, key=jax.random.key(0), batch_size=20,
+                       num_steps=30, chunk_size=200, callback=lambda i: calls.append(i) or
+                       i.epoch == 2)
+    assert [i.epoch for i in calls] == [1, 2] and res.history.ifo.shape == (20,)
+    assert calls[0].key is None
+
+
+def test_an_error_in_the_callback_keeps_the_epochs_run(planted):
+    data, x0, _ = planted
+
+    def fail(info):
+        raise KeyError("from the callback")
+
+    with pytest.raises(KeyError) as err:
+        rproxjax.fit(_sgd(), _loss, x0, data, key=jax.random.key(0), **KW, callback=fail)
+    assert err.value.partial_result.epoch_loss.shape == (2,)
+
+
+@pytest.mark.parametrize("bad", [3, "print"])
+def test_a_callback_that_is_not_callable_is_a_type_error(planted, bad):
+    data, x0, _ = planted
+    for run in (rproxjax.fit, rproxjax.pure_fit):
+        with pytest.raises(TypeError, match="callback must be callable"):
+            run(_sgd(), _loss, x0, data, key=jax.random.key(0), **KW, callback=bad)
+
+
+def test_progress_must_be_a_bool(planted):
+    data, x0, _ = planted
+    with pytest.raises(TypeError, match="progress must be True or False"):
+        rproxjax.fit(_sgd(), _loss, x0, data, key=jax.random.key(0), **KW, progress="yes")
+
+
+@pytest.mark.parametrize("tqdm", [True, False], ids=["tqdm", "own-line"])
+def test_progress_bar_on_a_terminal_and_nothing_elsewhere(planted, monkeypatch, tqdm):
+    data, x0, _ = planted
+    if tqdm:
+        pytest.importorskip("tqdm")
+    else:
+        monkeypatch.setitem(sys.modules, "tqdm.auto", None)  # import fails: the own line
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    rproxjax.fit(_sgd(), _loss, x0, data, key=jax.random.key(0), **KW, progress=True)
+    shown = terminal.getvalue()
+    assert "4/4" in shown and "IFO/n = 4.00" in shown and "F = " in shown
+    pipe = io.StringIO()  # not a terminal: nothing drawn
+    monkeypatch.setattr(sys, "stderr", pipe)
+    rproxjax.fit(_sgd(), _loss, x0, data, key=jax.random.key(0), **KW, progress=True)
+    assert pipe.getvalue() == ""
+    monkeypatch.setattr(sys, "stderr", terminal := _Terminal())
+    rproxjax.fit(_sgd(), _loss, x0, data, key=jax.random.key(0), **KW)  # progress off
+    assert terminal.getvalue() == ""
+
+
+def test_epochs_are_logged_at_debug_and_the_run_at_info(planted, caplog):
+    data, x0, _ = planted
+    with caplog.at_level(logging.DEBUG, logger="rproxjax"):
+        rproxjax.fit(_sgd(), _loss, x0, data, key=jax.random.key(0), **KW)
+    debug = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG]
+    info = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert [m.split()[1] for m in debug] == ["1/4", "2/4", "3/4", "4/4"]
+    assert len(info) == 1 and "after 4 of 4 epochs" in info[0]
+    assert not logging.getLogger("rproxjax").handlers  # the library adds no handler
+
+
+def test_a_monitor_without_progress_or_callback_formats_nothing():
+    class Loud:
+        def __float__(self):
+            raise AssertionError("formatted although nobody listens")
+
+    Monitor(3, 10).update(rproxjax.EpochInfo(1, 3, None, None, Loud(), Loud(), 0.0, None))
+
+
+@pytest.mark.parametrize("num_steps", [None, 30])
+def test_pure_fit_calls_back_every_epoch_under_jit_and_per_lane_under_vmap(planted, num_steps):
+    data, x0, _ = planted
+    calls = []
+    kw = dict(batch_size=100, key=jax.random.key(3))
+    kw.update(num_epochs=3) if num_steps is None else kw.update(num_steps=num_steps)
+    ref = rproxjax.fit(_sgd(), _loss, x0, data, **kw)
+    res = jax.jit(lambda x: rproxjax.pure_fit(_sgd(), _loss, x, data, **kw,
+                                              callback=calls.append))(x0)
+    jax.effects_barrier()
+    assert [int(c.epoch) for c in calls] == [1, 2, 3]
+    np.testing.assert_allclose(calls[-1].params, res.params, rtol=0, atol=0)
+    np.testing.assert_array_equal(jax.random.key_data(calls[-1].key), jax.random.key_data(ref.key))
+    np.testing.assert_allclose([float(c.loss) for c in calls], ref.epoch_loss[1:], rtol=1e-12)
+    assert all(np.isnan(c.time) for c in calls)
+    calls.clear()
+
+    def lane(mu):
+        return rproxjax.pure_fit(_sgd(mu), _loss, x0, data, **kw,
+                                 callback=calls.append).epoch_loss
+
+    losses = jax.jit(jax.vmap(lane))(jnp.array([0.05, 0.2]))
+    jax.effects_barrier()
+    assert len(calls) == 6 and sorted(int(c.epoch) for c in calls) == [1, 1, 2, 2, 3, 3]
+    got = sorted(float(c.loss) for c in calls)
+    np.testing.assert_allclose(got, np.sort(np.asarray(losses[:, 1:]).ravel()), rtol=1e-12)
+
+
+def _compilations(fn):
+    count = []
+
+    def listen(event, duration, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            count.append(duration)
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        fn()
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    return len(count)
+
+
+@pytest.mark.parametrize("make", [_sgd, _spb], ids=["r_prox_sgd", "r_prox_spb"])
+def test_a_first_fit_compiles_three_programs_and_a_second_none(make):
+    """The quickstart's fit on NumPy data: the optimizer's init, the epoch, and F with the
+    next epoch's indices; new hyperparameter values, data values and key compile nothing."""
+    jax.clear_caches()
+    rproxjax._run.compile.clear_cache()
+    rng = np.random.default_rng(0)
+    data = rng.standard_normal((300, 16)).astype(np.float32)
+    x0 = np.linalg.qr(rng.standard_normal((16, 3)))[0].astype(np.float32)
+    kw = dict(batch_size=20, num_epochs=2)
+    keys = jax.random.key(0), jax.random.key(1)
+    first = _compilations(lambda: rproxjax.fit(make(0.1), rproxjax.problems.spca_loss, x0,
+                                               data, key=keys[0], **kw))
+    assert first <= 3
+    second = _compilations(lambda: rproxjax.fit(make(0.3), rproxjax.problems.spca_loss, x0,
+                                                data * 2, key=keys[1], **kw))
+    assert second == 0
+
+
+def _spca_data():
+    rng = np.random.default_rng(0)
+    return (rng.standard_normal((200, 12)) * np.linspace(3, 0.5, 12)).astype(np.float32)
+
+
+def test_sparse_pca_draws_its_epochs_and_the_same_result_without(monkeypatch):
+    data = _spca_data()
+    monkeypatch.setattr(sys, "stderr", terminal := _Terminal())
+    shown = rproxjax.sparse_pca(data, 2, passes=3, progress=True)
+    quiet = rproxjax.sparse_pca(data, 2, passes=3)
+    text = terminal.getvalue()
+    epochs = int(shown.history.epoch_loss.shape[0]) - 1
+    assert f"{epochs}/{epochs}" in text and "IFO/n" in text
+    np.testing.assert_array_equal(shown.components, quiet.components)
+    with pytest.raises(TypeError, match="progress must be True or False"):
+        rproxjax.sparse_pca(data, 2, passes=3, progress=1)
+
+
+def test_a_sparse_pca_path_reports_its_rounds(monkeypatch, caplog):
+    data = _spca_data()
+    monkeypatch.setattr(sys, "stderr", terminal := _Terminal())
+    with caplog.at_level(logging.INFO, logger="rproxjax"):
+        res = rproxjax.sparse_pca(data, 2, nonzeros=10, passes=2, progress=True)
+    rounds = [r.getMessage() for r in caplog.records if r.getMessage().startswith("path round")]
+    assert rounds and rounds[0].startswith("path round 1: 12 values of mu")
+    assert len(rounds) == 1 + (res.path.mu.shape[0] - 12) // 8
+    assert "path round" in terminal.getvalue()
+
+
+def test_robust_matrix_completion_draws_its_epochs(monkeypatch):
+    rng = np.random.default_rng(0)
+    low = (rng.random((30, 1)) @ rng.random((1, 20))).astype(np.float32)
+    mask = rng.random((30, 20)) < 0.6
+    monkeypatch.setattr(sys, "stderr", terminal := _Terminal())
+    res = rproxjax.robust_matrix_completion(low, mask, rank=1, method="r_prox_sgd",
+                                            budget=3, progress=True)
+    assert "3/3" in terminal.getvalue()
+    quiet = rproxjax.robust_matrix_completion(low, mask, rank=1, method="r_prox_sgd",
+                                              budget=3)
+    np.testing.assert_array_equal(res.low_rank, quiet.low_rank)
