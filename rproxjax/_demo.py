@@ -158,6 +158,9 @@ def main(argv=None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=".", help="folder for the figures")
     parser.add_argument("--no-plot", action="store_true")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="do not use the persistent compilation cache, which "
+                             "`python -m rproxjax` keeps in ~/.cache/rproxjax/xla")
     parser.add_argument("--quick", action="store_true",
                         help="a short run (5,000 digits, q = 20, budget 4 IFO/n), as CI runs it")
     args = parser.parse_args(argv)

@@ -25,3 +25,30 @@ def test_demo_runs_and_reports(tmp_path, capsys):
     # Sparse components: entries above the paper's threshold 1e-3.
     assert results["R-ProxSPB"]["nonzeros"] < 0.5 * 784 * 10
     assert np.all(np.isfinite(results["R-ProxSPB"]["params"]))
+
+
+def test_the_command_keeps_its_compiled_programs_in_a_persistent_cache(tmp_path):
+    """``python -m rproxjax`` turns JAX's persistent cache on for its own process (in
+    $RPROXJAX_CACHE_DIR here), and ``--no-cache`` keeps it off."""
+    import os
+    import subprocess
+    import sys
+
+    cache = tmp_path / "cache"
+    env = dict(os.environ, RPROXJAX_CACHE_DIR=str(cache))
+    cmd = [sys.executable, "-m", "rproxjax", "--quick", "--no-plot", "--budget", "1",
+           "--out", str(tmp_path)]
+    subprocess.run(cmd + ["--no-cache"], check=True, env=env, capture_output=True)
+    assert not cache.exists()
+    subprocess.run(cmd, check=True, env=env, capture_output=True)
+    assert len(list(cache.iterdir())) >= 3  # the runs' programs, among others
+
+
+def test_the_cache_folder_follows_the_environment(monkeypatch):
+    from rproxjax.__main__ import cache_dir
+
+    monkeypatch.setenv("RPROXJAX_CACHE_DIR", "/somewhere")
+    assert cache_dir() == "/somewhere"
+    monkeypatch.delenv("RPROXJAX_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", "/xdg")
+    assert cache_dir() == "/xdg/rproxjax/xla"
