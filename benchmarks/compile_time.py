@@ -1,26 +1,35 @@
-"""Benchmark: where the demonstration's wall time goes (compilation against running).
+"""Benchmark: where a first result's wall time goes (compilation against running).
 
-Run from the repository root (about 1-2 minutes on 2 CPU cores)::
+Run from the repository root (about 2-3 minutes on 2 CPU cores)::
 
     python benchmarks/compile_time.py            # tables, saved to benchmarks/results/
     python benchmarks/compile_time.py --no-save
+    PYTHONPATH=/path/to/other/checkout python benchmarks/compile_time.py --label before
 
-Two scenarios, in one process each (``--scenario``; the default runs both in
-fresh subprocesses, so that neither sees the other's compilations):
+Each scenario runs in a fresh subprocess (``--scenario``), so that none sees another's
+compilations:
 
-* ``demo``: the main demonstration, ``python -m rproxjax --no-plot`` (run in this
-  process with ``runpy``): R-ProxSPB, R-ProxSGD and R-Subgrad on 20,000 MNIST digits at
-  4 IFO/n, without its figures.
-* ``loop``: the loop a user writes, ``rproxjax.fit`` of R-ProxSGD (r = 10, |S| = 100,
-  1 epoch over 5,000 MNIST digits) for mu in (0.1, 0.2, 0.4), one call per value.
+* ``first_fit``: the quickstart loop on a NumPy matrix, as a new user writes it: 2,000 x 100
+  Gaussian data (float32), X0 from a QR factor, ``rproxjax.fit`` of R-ProxSGD
+  (``r_prox_sgd(0.5, 1.0, l1(0.1))``) and then of R-ProxSPB (q = 10) for r = 5, b = 50,
+  3 epochs; then both again with new values of mu and the step sizes (compiles nothing).
+* ``demo``: the main demonstration, ``python -m rproxjax --quick --no-plot --no-cache``
+  (run in this process with ``runpy``): R-ProxSPB, R-ProxSGD and R-Subgrad on 5,000 MNIST
+  digits at 4 IFO/n, without its figures.
+* ``loop``: ``rproxjax.fit`` of R-ProxSGD (r = 10, |S| = 100, 1 epoch over 5,000 MNIST
+  digits) for mu in (0.1, 0.2, 0.4), one call per value.
+* ``*_cached``: ``first_fit`` and ``demo`` in a second process with JAX's persistent
+  compilation cache (``jax_compilation_cache_dir``, every program cached): a first process
+  fills a fresh cache folder, and the second one, which is measured, loads from it. This
+  is what a second ``python -m rproxjax`` does (the command turns the cache on).
 
 For each it reports the wall time, the XLA compilation time (the sum of JAX's
-``/jax/core/compile/backend_compile_duration`` events, and their count), the
-tracing and lowering time (``jaxpr_trace_duration`` + ``jaxpr_to_mlir_module_duration``)
-and the rest (running, data loading, Python). The loop scenario also lists the
-compilations and wall time of each call. Run it with ``PYTHONPATH`` pointing at
-another checkout to measure that version, with ``--label`` naming the results file
-(``results/compile_time_<label>.md``; the committed table is ``--label after``).
+``/jax/core/compile/backend_compile_duration`` events, and their count; a program loaded
+from the persistent cache still counts one, of the load's duration), the tracing and lowering time
+(``jaxpr_trace_duration`` + ``jaxpr_to_mlir_module_duration``) and the rest (running,
+data loading, Python). Run it with ``PYTHONPATH`` pointing at another checkout to measure
+that version, with ``--label`` naming the results file (``results/compile_time_<label>.md``;
+the committed tables are ``--label before`` and ``--label after``).
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ import json
 import runpy
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -78,9 +88,13 @@ def _measure(fn):
 
 
 def _demo():
-    """``python -m rproxjax --no-plot`` in this process (its compilations are recorded)."""
-    argv = sys.argv
-    sys.argv = ["python -m rproxjax", "--no-plot"]
+    """``python -m rproxjax --quick --no-plot`` in this process (its compilations are
+    recorded; the cache, where a scenario wants it, is set up by :func:`main`)."""
+    import rproxjax._demo
+
+    argv = sys.argv  # --no-cache: the scenario decides; versions before the flag had no cache
+    flag = ["--no-cache"] if "--no-cache" in Path(rproxjax._demo.__file__).read_text() else []
+    sys.argv = ["python -m rproxjax", "--quick", "--no-plot", *flag]
     try:
         runpy.run_module("rproxjax", run_name="__main__", alter_sys=True)
     finally:
@@ -89,6 +103,27 @@ def _demo():
 
 def scenario_demo() -> dict:
     return {"total": _measure(_demo)}
+
+
+def scenario_first_fit() -> dict:
+    import numpy as np
+
+    import rproxjax
+
+    rng = np.random.default_rng(0)
+    data = rng.standard_normal((2000, 100)).astype(np.float32)
+    x0 = np.linalg.qr(rng.standard_normal((100, 5)))[0].astype(np.float32)
+    key = jax.random.key(0)
+    out = {}
+    for label, (mu, eta, gamma) in (("first", (0.1, 0.5, 1.0)), ("new values", (0.2, 0.3, 0.7))):
+        for name, make in (("R-ProxSGD", lambda: rproxjax.r_prox_sgd(eta, gamma,
+                                                                     rproxjax.l1(mu))),
+                           ("R-ProxSPB", lambda: rproxjax.r_prox_spb(eta, gamma,
+                                                                     rproxjax.l1(mu), q=10))):
+            out[f"{name}, {label}"] = _measure(lambda make=make: jax.block_until_ready(
+                rproxjax.fit(make(), rproxjax.problems.spca_loss, x0, data, key=key,
+                             batch_size=50, num_epochs=3).params))
+    return out
 
 
 def scenario_loop() -> dict:
@@ -118,19 +153,31 @@ def _rows(name, result):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--scenario", choices=("demo", "loop"))
+    parser.add_argument("--scenario", choices=tuple(SCENARIOS))
+    parser.add_argument("--cache", help="a persistent compilation cache folder (scenarios)")
     parser.add_argument("--label", default="", help="a label for this version (e.g. before)")
     parser.add_argument("--no-save", action="store_true")
     args = parser.parse_args(argv)
     if args.scenario:  # one scenario in this process: print JSON for the parent
-        print(json.dumps({"demo": scenario_demo, "loop": scenario_loop}[args.scenario]()))
+        if args.cache:  # this benchmark's own process: it may configure JAX
+            jax.config.update("jax_compilation_cache_dir", args.cache)
+            jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+        print(json.dumps(SCENARIOS[args.scenario]()))
         return
     machine = _timing.machine_info()
     results = {}
-    for name in ("demo", "loop"):
-        proc = subprocess.run([sys.executable, __file__, "--scenario", name], check=True,
-                              capture_output=True, text=True)
-        results[name] = json.loads(proc.stdout.strip().splitlines()[-1])
+
+    def run(name, *extra):
+        proc = subprocess.run([sys.executable, __file__, "--scenario", name, *extra],
+                              check=True, capture_output=True, text=True)
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    for name in SCENARIOS:
+        results[name] = run(name)
+    for name in ("first_fit", "demo"):
+        with tempfile.TemporaryDirectory() as cache:
+            run(name, "--cache", cache)  # fills the cache
+            results[f"{name}_cached"] = run(name, "--cache", cache)
     import rproxjax
 
     title = (f"## Wall time: compilation against running ({args.label or 'this version'}, "
@@ -146,6 +193,9 @@ def main(argv=None):
         (out / f"{stem}.json").write_text(json.dumps(
             {"machine": machine, "label": args.label, "results": results}, indent=1))
         (out / f"{stem}.md").write_text(f"{title}\n\n{table}\n\nmachine: {machine}\n")
+
+
+SCENARIOS = {"first_fit": scenario_first_fit, "demo": scenario_demo, "loop": scenario_loop}
 
 
 if __name__ == "__main__":
