@@ -5,9 +5,11 @@ Run from the repository root (3-6 minutes on a quiet 2-core CPU; 197-330 s measu
     python benchmarks/step_cost.py                       # tables, saved
     python benchmarks/step_cost.py --dtypes float64 --no-save
     python benchmarks/step_cost.py --no-sweep
+    python benchmarks/step_cost.py --data fashion        # results/step_cost_fashion.md
 
 Instance: real MNIST at the paper's size, ``rproxjax.datasets.load_mnist(20000,
-seed=0)`` (n = 20,000 centred and scaled images, d = 784), r = 10, minibatch
+seed=0)`` (n = 20,000 centred and scaled images, d = 784; ``--data fashion``: the 10,000
+shipped Fashion-MNIST images, ``load_fashion_mnist(10000, seed=0)``), r = 10, minibatch
 b = 100, per-sample loss ``rproxjax.problems.spca_loss`` (||z||^2 - ||X^T z||^2),
 regularizer ``rproxjax.l1(mu)``, X0 = ``stiefel.random_point(key(0), 784, 10)``.
 float64 (x64 enabled here) and float32 (data, X0 and mu built in float32).
@@ -117,6 +119,9 @@ except ImportError:  # run as `python -m benchmarks.step_cost`
 jax.config.update("jax_enable_x64", True)
 
 N, D, R, B = 20_000, 784, 10, 100
+#: --data: (label, loader, n).
+DATA = {"mnist": ("MNIST", rproxjax.datasets.load_mnist, N),
+        "fashion": ("Fashion-MNIST", rproxjax.datasets.load_fashion_mnist, 10_000)}
 GAMMA = 0.1
 ETA0 = 1.0
 Q = 100
@@ -293,7 +298,7 @@ def bench_steps(dtype, data, x0, runs, scans, refresh_fn, repeats, seed, mus=MUS
         # SARAH steps are timed from just after a refresh; the refresh from where it falls.
         (x_r, st_r), _ = _sync(refresh_fn(*starts["spb"], data, mu))
         rng = np.random.default_rng(seed + i)
-        idx = jnp.asarray(rng.permutation(N)[: T * B].reshape(T, B), jnp.int32)
+        idx = jnp.asarray(rng.permutation(data.shape[0])[: T * B].reshape(T, B), jnp.int32)
 
         calls = {}
         for row, (method, _) in scans.items():
@@ -611,6 +616,10 @@ def main(argv=None, ssn=None):
     parser.add_argument("--mus", nargs="+", type=float, default=list(MUS),
                         help="mu values of the per-step table")
     parser.add_argument("--no-sweep", action="store_true", help="skip the vmapped sweep")
+    parser.add_argument("--data", choices=tuple(DATA), default="mnist",
+                        help="the shipped data set: MNIST (n = 20,000 of 70,000) or "
+                             "Fashion-MNIST (all 10,000 shipped); results/step_cost_<data>.md "
+                             "for data other than MNIST")
     parser.add_argument("--no-save", action="store_true", help="do not write benchmarks/results/")
     parser.add_argument("--serial-compile", action="store_true",
                         help="compile each program at its first call instead of all of a "
@@ -629,7 +638,8 @@ def main(argv=None, ssn=None):
     steps, sweeps, errors = {}, [], []
     for dtype in args.dtypes:
         tic = time.perf_counter()
-        data = jnp.asarray(rproxjax.datasets.load_mnist(N, seed=0, dtype=np.dtype(dtype)))
+        label, load, n = DATA[args.data]
+        data = jnp.asarray(load(n, seed=0, dtype=np.dtype(dtype)))
         x0 = stiefel.random_point(jax.random.key(0), D, R, jnp.dtype(dtype))
         assert data.dtype == jnp.dtype(dtype) and x0.dtype == jnp.dtype(dtype)
         runs = {m: jax.jit(lambda mu, k, d, x, m=m: run(m, ssn, mu, k, d, x))
@@ -663,7 +673,8 @@ def main(argv=None, ssn=None):
                                    "error": f"{type(exc).__name__}: {exc}", "traceback": tb})
         print(f"{dtype} done [{time.perf_counter() - tic:.0f} s]", flush=True)
 
-    title = (f"## Per-step cost, MNIST n={N}, d={D}, r={R}, b={B}, gamma={GAMMA}, "
+    label, _, n = DATA[args.data]
+    title = (f"## Per-step cost, {label} n={n}, d={D}, r={R}, b={B}, gamma={GAMMA}, "
              f"eta0={ETA0}, q={Q} (T={T}-step scans after {WARMUP_STEPS} warm-up steps)")
     print(f"\n{title}\n")
     rows = [r for dtype in steps for r in step_rows(dtype, steps[dtype])]
@@ -711,7 +722,7 @@ def main(argv=None, ssn=None):
         markdown = "\n".join([title, "", table, "", *notes, "", sweep_md, "",
                               f"Total benchmark time {elapsed:.0f} s."])
         payload = {
-            "settings": {"n": N, "d": D, "r": R, "b": B, "gamma": GAMMA, "eta0": ETA0, "q": Q,
+            "settings": {"data": args.data, "n": n, "d": D, "r": R, "b": B, "gamma": GAMMA, "eta0": ETA0, "q": Q,
                          "T": T, "warmup_steps": WARMUP_STEPS, "chunk": CHUNK,
                          "sweep_mu": SWEEP_MU, "goal_step_ratio": GOAL_STEP,
                          "goal_vmap_ratio": GOAL_VMAP, "ssn_changes": changes,
@@ -724,7 +735,8 @@ def main(argv=None, ssn=None):
             "elapsed_s": elapsed,
         }
         machine["loadavg_end"] = _timing.machine_info()["loadavg_1_5_15min"]
-        paths = _timing.save_results("step_cost", payload, markdown, machine=machine)
+        stem = "step_cost" if args.data == "mnist" else f"step_cost_{args.data}"
+        paths = _timing.save_results(stem, payload, markdown, machine=machine)
         print("saved", *[str(p) for p in paths])
 
 
