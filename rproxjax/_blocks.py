@@ -21,13 +21,15 @@ step:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Self
 
 import jax
 import jax.numpy as jnp
 
 from rproxjax import _checks, grassmann, stiefel
+from rproxjax._ssn.config import SSN
 from rproxjax._ssn.solve import SubproblemInfo, tangent_prox
+from rproxjax._typing import Array, ArrayLike, Regularizer
 
 __all__ = [
     "Block", "Euclidean", "Grassmann", "Stiefel", "as_blocks", "is_block", "map_blocks",
@@ -45,7 +47,8 @@ class Block:
 
     retractions: tuple[str, ...] = ("polar",)
 
-    def __init__(self, reg: Any = None, retraction: str = "polar", step_scale: Any = 1.0):
+    def __init__(self, reg: Regularizer | None = None, retraction: str = "polar",
+                 step_scale: ArrayLike = 1.0) -> None:
         if retraction not in self.retractions:
             raise ValueError(
                 f"unknown retraction {retraction!r} for a {type(self).__name__} block; "
@@ -58,11 +61,11 @@ class Block:
         self.retraction = retraction
         self.step_scale = step_scale
 
-    def tree_flatten(self):
+    def tree_flatten(self) -> tuple[tuple[Regularizer | None, ArrayLike], str]:
         return (self.reg, self.step_scale), self.retraction
 
     @classmethod
-    def tree_unflatten(cls, retraction, children):
+    def tree_unflatten(cls, retraction: str, children: tuple[Any, ...]) -> Self:
         obj = object.__new__(cls)
         obj.retraction = retraction
         obj.reg, obj.step_scale = children
@@ -74,7 +77,7 @@ class Block:
 
     # -- geometry (overridden by the manifolds) --------------------------------
 
-    def check(self, name, x):
+    def check(self, name: str, x: ArrayLike) -> None:
         if not hasattr(x, "shape"):
             raise TypeError(f"{name} must be an array, got {type(x).__name__}.")
         self._check_point(name, x)
@@ -84,26 +87,27 @@ class Block:
     def _check_point(self, name, x):
         _checks.check_float(name, x)
 
-    def project(self, x, u):
+    def project(self, x: Array, u: Array) -> Array:
         return u
 
-    def retract(self, x, v):
+    def retract(self, x: Array, v: Array) -> Array:
         return x + v
 
-    def transport(self, x_old, x_new, u):
+    def transport(self, x_old: Array, x_new: Array, u: Array) -> Array:
         return u
 
-    def feasibility(self, x):
+    def feasibility(self, x: Array) -> Array:
         return jnp.zeros((), x.dtype)
 
-    def proximal_direction(self, x, v, gamma, info, ssn):
+    def proximal_direction(self, x: Array, v: Array, gamma: Array, info: SubproblemInfo,
+                           ssn: SSN) -> tuple[Array, SubproblemInfo]:
         """(zeta, info): the tangent step zeta of the proximal step with gradient ``v``."""
         target = x - gamma * v
         return (target if self.reg is None else self.reg.prox(target, gamma)) - x, info
 
     # -- shared pieces ---------------------------------------------------------
 
-    def empty_info(self, x):
+    def empty_info(self, x: Array) -> SubproblemInfo:
         r = x.shape[-1] if isinstance(self, Stiefel) else 1
         zero = jnp.zeros((), jnp.int32)
         lam = jnp.zeros((r, r), x.dtype)
@@ -113,20 +117,21 @@ class Block:
         return SubproblemInfo.make(lam=lam, residual=jnp.zeros((), x.dtype),
                                    converged=jnp.bool_(True), status=zero, subgradient=sub)
 
-    def value(self, x):
+    def value(self, x: Array) -> Array:
         return jnp.zeros((), x.dtype) if self.reg is None else self.reg.value(x)
 
-    def scaled(self, step, x):
+    def scaled(self, step: Array | float, x: Array) -> Array:
         return step * jnp.asarray(self.step_scale, x.dtype)
 
-    def prox_step(self, x, v, gamma, info, ssn):
+    def prox_step(self, x: Array, v: Array, gamma: Array, info: SubproblemInfo,
+                  ssn: SSN) -> tuple[Array, SubproblemInfo]:
         """(zeta, info) with the block's proximal step ``gamma * step_scale``.
 
         ``ssn`` holds the subproblem solver's settings (used by Stiefel blocks).
         """
         return self.proximal_direction(x, v, self.scaled(gamma, x), info, ssn)
 
-    def subgradient_direction(self, x, g):
+    def subgradient_direction(self, x: Array, g: Array) -> Array:
         """-P_X(g + s), s in the subdifferential of h at X (unscaled)."""
         sub = g if self.reg is None else g + self.reg.subgradient(x).astype(x.dtype)
         return -self.project(x, sub)
@@ -149,7 +154,7 @@ class _Manifold(Block):
                     f"{feas:.3e} > {tol:g}. Start from an orthonormal X0 (e.g. "
                     "stiefel.random_point or a QR factor).")
 
-    def feasibility(self, x):
+    def feasibility(self, x: Array) -> Array:
         return stiefel.feasibility(x)
 
 
@@ -161,19 +166,21 @@ class Stiefel(_Manifold):
 
     retractions = stiefel.RETRACTIONS
 
-    def project(self, x, u):
+    def project(self, x: Array, u: Array) -> Array:
         return stiefel.project(x, u)
 
-    def retract(self, x, v):
-        return stiefel.retract(x, v, retraction=self.retraction)
+    def retract(self, x: Array, v: Array) -> Array:
+        # self.retraction is one of self.retractions (checked by Block.__init__).
+        return stiefel.retract(x, v, retraction=self.retraction)  # type: ignore[arg-type]
 
-    def transport(self, x_old, x_new, u):
+    def transport(self, x_old: Array, x_new: Array, u: Array) -> Array:
         return stiefel.transport(x_old, x_new, u)
 
-    def proximal_direction(self, x, v, gamma, info, ssn):
+    def proximal_direction(self, x: Array, v: Array, gamma: Array, info: SubproblemInfo,
+                           ssn: SSN) -> tuple[Array, SubproblemInfo]:
         # The reference rule warm-starts from the previous multiplier, as its code
         # does; the others as ssn.warm_start says.
-        warm = ({"lam": info.lam} if ssn.method == "reference"
+        warm: dict[str, Array] = ({"lam": info.lam} if ssn.method == "reference"
                 else {ssn.warm_start: getattr(info, ssn.warm_start)})
         return tangent_prox(x, v, gamma, self.reg, ssn=ssn, **warm)
 
@@ -184,22 +191,24 @@ class Grassmann(_Manifold):
 
     retractions = grassmann.RETRACTIONS
 
-    def __init__(self, retraction: str = "polar", step_scale: Any = 1.0):
+    def __init__(self, retraction: str = "polar", step_scale: ArrayLike = 1.0) -> None:
         if not isinstance(retraction, str):
             raise ValueError("a Grassmann block has no regularizer (h = 0); its first argument "
                              f"is the retraction, got {retraction!r}.")
         super().__init__(None, retraction, step_scale)
 
-    def project(self, x, u):
+    def project(self, x: Array, u: Array) -> Array:
         return grassmann.project(x, u)
 
-    def retract(self, x, v):
-        return grassmann.retract(x, v, retraction=self.retraction)
+    def retract(self, x: Array, v: Array) -> Array:
+        # self.retraction is one of self.retractions (checked by Block.__init__).
+        return grassmann.retract(x, v, retraction=self.retraction)  # type: ignore[arg-type]
 
-    def transport(self, x_old, x_new, u):
+    def transport(self, x_old: Array, x_new: Array, u: Array) -> Array:
         return grassmann.transport(x_old, x_new, u)
 
-    def proximal_direction(self, x, v, gamma, info, ssn):
+    def proximal_direction(self, x: Array, v: Array, gamma: Array, info: SubproblemInfo,
+                           ssn: SSN) -> tuple[Array, SubproblemInfo]:
         return -gamma * grassmann.project(x, v), info
 
 
@@ -207,7 +216,7 @@ class Grassmann(_Manifold):
 class Euclidean(Block):
     """An unconstrained block with regularizer ``reg`` (or None)."""
 
-    def __init__(self, reg: Any = None, step_scale: Any = 1.0):
+    def __init__(self, reg: Regularizer | None = None, step_scale: ArrayLike = 1.0) -> None:
         super().__init__(reg, "polar", step_scale)
 
 

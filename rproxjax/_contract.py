@@ -17,17 +17,16 @@ IFO accounting (one IFO = the gradient of one sample's loss) lives here alone:
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from rproxjax._ssn.solve import SubproblemInfo
+from rproxjax._typing import Array, DTypeLike, PyTree
 
 __all__ = ["Needs", "StepInfo", "any_halted", "block_cost", "find_needs", "halt",
            "refresh_cost", "step_cost", "step_info"]
-
-Array = Any
 
 
 @jax.tree_util.register_static
@@ -110,7 +109,7 @@ class StepInfo(NamedTuple):
         on every update is zero, so the params are never corrupted.
     """
 
-    ssn: Any
+    ssn: PyTree
     zeta_norm: Array
     halted: Array
 
@@ -119,7 +118,7 @@ def _is_needs(node) -> bool:
     return isinstance(node, Needs)
 
 
-def find_needs(state) -> Needs:
+def find_needs(state: PyTree) -> Needs:
     """The merged :class:`Needs` of all transformations of a (chained) state."""
     found = Needs()
     for leaf in jax.tree.leaves(state, is_leaf=_is_needs):
@@ -132,7 +131,7 @@ def _is_info(node) -> bool:
     return isinstance(node, StepInfo)
 
 
-def step_info(state) -> StepInfo | None:
+def step_info(state: PyTree) -> StepInfo | None:
     """The :class:`StepInfo` of a (chained) optimizer state, or None if it has none.
 
     Example:
@@ -154,14 +153,14 @@ def _is_halted_field(path) -> bool:
     return bool(path) and getattr(path[-1], "name", None) == "halted"
 
 
-def any_halted(state) -> Array:
+def any_halted(state: PyTree) -> Array:
     """True if any transformation of the chain has halted."""
     flags = [leaf for path, leaf in jax.tree_util.tree_flatten_with_path(state)[0]
              if _is_halted_field(path)]
     return jnp.any(jnp.stack(flags)) if flags else jnp.bool_(False)
 
 
-def halt(state, flag):
+def halt(state: PyTree, flag: Array) -> PyTree:
     """The state with every ``halted`` field of the chain set where ``flag`` is True (a
     traced bool; elementwise, so vmapped lanes halt alone). The runner's refusal of a step
     (a point off the manifold): the transformations' own flags are sticky, so every later
@@ -170,7 +169,7 @@ def halt(state, flag):
         lambda path, leaf: leaf | flag if _is_halted_field(path) else leaf, state)
 
 
-def ssn_totals(info: StepInfo | None, dtype):
+def ssn_totals(info: StepInfo | None, dtype: DTypeLike) -> tuple[Array, Array, Array]:
     """(Newton steps summed over blocks, largest final residual, largest status code)."""
     infos = [] if info is None else jax.tree.leaves(
         info.ssn, is_leaf=lambda n: isinstance(n, SubproblemInfo))

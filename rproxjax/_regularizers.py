@@ -39,7 +39,7 @@ The protocol, for a regularizer ``reg`` acting on d x r matrices:
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -49,10 +49,13 @@ from jax import lax
 from rproxjax import _checks
 from rproxjax._linalg import mm, sqrt0
 from rproxjax._ssn.secant import l1_secant_shift
+from rproxjax._typing import Array, ArrayLike
 
 __all__ = ["L1", "L21", "l1", "l21"]
 
-Array = Any
+#: The orthonormal basis of symmetric r x r matrices, ``(rows, cols, scale)``
+#: (:func:`rproxjax._ssn.linear.sym_basis`).
+Basis = tuple[np.ndarray, np.ndarray, ArrayLike]
 
 
 def _gram_blockdiag(k, basis):
@@ -143,12 +146,12 @@ class L1(NamedTuple):
 
     mu: Array
 
-    def value(self, x):
+    def value(self, x: ArrayLike) -> Array:
         # Sums over the matrix (or vector) axes; leading batch axes are kept.
         mu = _strength(self.mu, x)
         return jnp.sum(mu * jnp.abs(x), axis=tuple(range(-min(jnp.ndim(x), 2), 0)))
 
-    def prox(self, v, t):
+    def prox(self, v: ArrayLike, t: ArrayLike) -> Array:
         # The same selection as the Jacobian's mask, so that its derivatives in t and mu
         # (taken by tangent_prox's implicit rule) count a tie |V_ij| = t mu_j as inactive
         # like every other term: jnp.maximum(|v| - thr, 0) splits them 0.5 / 0.5 there.
@@ -156,17 +159,17 @@ class L1(NamedTuple):
         thr, active, shrunk = _soft_threshold_parts(v, _threshold(t, self.mu, v))
         return jnp.where(active, shrunk, jnp.where(jnp.isnan(thr), thr, 0.0 * v))
 
-    def prox_jacobian(self, v, t):
+    def prox_jacobian(self, v: Array, t: ArrayLike) -> tuple[Array, Array]:
         _, active, shrunk = _soft_threshold_parts(v, _threshold(t, self.mu, v))
         return jnp.where(active, shrunk, jnp.zeros_like(v)), active.astype(v.dtype)
 
-    def subgradient(self, x):
+    def subgradient(self, x: ArrayLike) -> Array:
         return _strength(self.mu, x) * jnp.sign(x)
 
-    def jacobian_apply(self, jac, w):
+    def jacobian_apply(self, jac: Array, w: Array) -> Array:
         return jac * w
 
-    def jacobian_gram(self, x, jac, basis):
+    def jacobian_gram(self, x: Array, jac: Array, basis: Basis) -> Array:
         # K_i = X^T diag(mask_{:,i}) X for each column i, (r, r, r), from its
         # r (r + 1) / 2 distinct products (K_i is symmetric).
         rows, cols, _ = basis
@@ -177,21 +180,22 @@ class L1(NamedTuple):
         index[cols, rows] = np.arange(rows.size)
         return _gram_blockdiag(packed[:, index], basis)
 
-    def jacobian_gram_diagonal(self, x, jac):
+    def jacobian_gram_diagonal(self, x: Array, jac: Array) -> Array:
         # G_pp = s_p^2 (Q[j, l] + Q[l, j]) off the diagonal, Q[j, j] on it, with
         # Q = (X o X)^T mask: Q[j, l] = sum_i X_ij^2 mask_il. Both are sym(Q)[j, l].
         q = mm((x * x).T, jac)
         return 0.5 * (q + q.T)
 
-    def secant_shift(self, w, x, e, t, passes):
+    def secant_shift(self, w: Array, x: Array, e: Array, t: ArrayLike, passes: int) -> Array:
         thr = jnp.broadcast_to(t * self.mu, (x.shape[-1],)).astype(x.dtype)
         return l1_secant_shift(w, x, e, t, thr, passes)
 
-    def thresholds(self, t, w):
+    def thresholds(self, t: ArrayLike, w: Array) -> Array:
         """The thresholds t mu_c, shape (r,), in the dtype of ``w``."""
         return jnp.broadcast_to(_threshold(t, self.mu, w), (w.shape[-1],))
 
-    def first_breakpoint(self, w, p, active, t):
+    def first_breakpoint(self, w: Array, p: Array, active: Array,
+                         t: ArrayLike) -> tuple[Array, Array]:
         """(tau, flat index): the first tau > 0 at which an entry of W + tau P crosses its
         threshold +-t mu_c, leaving the set ``active`` (a boolean d x r mask) or entering
         it; tau = inf where none does (columns with t mu_c = 0 never cross)."""
@@ -211,7 +215,7 @@ class L1(NamedTuple):
                                   tau.size - 1))
         return first, index
 
-    def check(self, shape):
+    def check(self, shape: tuple[int, ...]) -> None:
         mu_shape = jnp.shape(self.mu)
         r = shape[-1]
         if mu_shape not in ((), (r,)):
@@ -240,18 +244,19 @@ class L21(NamedTuple):
 
     mu: Array
 
-    def value(self, x):
+    def value(self, x: ArrayLike) -> Array:
         return _strength(self.mu, x) * jnp.sum(_row_norms(x), axis=-1)
 
-    def prox(self, v, t):
+    def prox(self, v: ArrayLike, t: ArrayLike) -> Array:
         return self.prox_jacobian(v, t)[0]
 
-    def subgradient(self, x):
+    def subgradient(self, x: ArrayLike) -> Array:
         norms = _row_norms(x, keepdims=True)
         mu = _strength(self.mu, x)
         return mu * jnp.where(norms > 0, x / jnp.where(norms > 0, norms, 1.0), 0.0)
 
-    def prox_jacobian(self, v, t):
+    def prox_jacobian(self, v: ArrayLike,
+                      t: ArrayLike) -> tuple[Array, tuple[Array, Array, Array]]:
         thr = _threshold(t, self.mu, v)
         norms = _row_norms(v)
         active = (norms > thr) | (thr <= 0)  # thr = 0: the identity, zero rows too
@@ -259,13 +264,14 @@ class L21(NamedTuple):
         alpha = jnp.where(active, 1.0 - thr / safe, 0.0)
         gamma = jnp.where(active, thr / safe, 0.0)
         y = alpha[..., None] * v
-        return y, (alpha, gamma, v / safe[..., None])
+        # NumPy's stubs type ndarray / Array as an ndarray; it is an Array (its priority).
+        return y, (alpha, gamma, v / safe[..., None])  # type: ignore[return-value]
 
-    def jacobian_apply(self, jac, w):
+    def jacobian_apply(self, jac: tuple[Array, Array, Array], w: Array) -> Array:
         alpha, gamma, u = jac
         return alpha[:, None] * w + (gamma * jnp.sum(u * w, axis=-1))[:, None] * u
 
-    def jacobian_gram(self, x, jac, basis):
+    def jacobian_gram(self, x: Array, jac: tuple[Array, Array, Array], basis: Basis) -> Array:
         alpha, gamma, u = jac
         r = x.shape[-1]
         g = mm(x.T, alpha[:, None] * x)
@@ -277,7 +283,7 @@ class L21(NamedTuple):
         c = scale * (_pair_products(x, u, basis) + _pair_products(u, x, basis))
         return first + mm(c.T, gamma[:, None] * c)
 
-    def jacobian_gram_diagonal(self, x, jac):
+    def jacobian_gram_diagonal(self, x: Array, jac: tuple[Array, Array, Array]) -> Array:
         # G_pp = tr(B_p G B_p) + sum_k gamma_k c_kp^2 (see jacobian_gram). The first is
         # (G_jj + G_ll) / 2 (G_jj on the diagonal); the second, with
         # c_kp = s_p (x_kj u_kl + x_kl u_kj) expanded, s_p^2 (A + A^T + 2 C)[j, l] for
@@ -291,13 +297,13 @@ class L21(NamedTuple):
         s2 = jnp.where(jnp.eye(r, dtype=bool), 0.25, 0.5).astype(x.dtype)
         return 0.5 * (g[:, None] + g[None, :]) + s2 * (a + a.T + 2.0 * c)
 
-    def secant_shift(self, w, x, e, t, passes):
+    def secant_shift(self, w: Array, x: Array, e: Array, t: ArrayLike, passes: int) -> Array:
         # No coordinate secant for the group norm (its breakpoints are not
         # entrywise): the plain generalized Jacobian is used.
         del w, t, passes
         return jnp.zeros_like(e)
 
-    def check(self, shape):
+    def check(self, shape: tuple[int, ...]) -> None:
         if jnp.shape(self.mu) != ():
             raise ValueError(
                 f"l21: mu must be a scalar, got shape {jnp.shape(self.mu)}."
@@ -323,7 +329,7 @@ def _as_strength(name, mu, max_ndim=1):
     return mu if isinstance(mu, jax.Array) else jax.device_put(mu)  # no compiled copy
 
 
-def l1(mu) -> L1:
+def l1(mu: ArrayLike) -> L1:
     """The l1 regularizer mu ||X||_1 (scalar ``mu``, or one per column).
 
     Example:
@@ -335,7 +341,7 @@ def l1(mu) -> L1:
     return L1(_as_strength("l1", mu))
 
 
-def l21(mu) -> L21:
+def l21(mu: ArrayLike) -> L21:
     """The row-group regularizer mu sum_i ||X_{i,:}||_2 (scalar ``mu``).
 
     Example:

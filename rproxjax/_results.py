@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import enum
+from typing import Any
 
 import jax
 import numpy as np
+
+from rproxjax._typing import ArrayLike
 
 __all__ = ["Status", "describe"]
 
@@ -47,7 +50,7 @@ _MESSAGES = {
 }
 
 
-def describe(status) -> str | list:
+def describe(status: ArrayLike) -> str | list[Any]:
     """Readable message(s) for a status code or an array of codes (a nested list for an
     array, of its shape). Runs on the host: inside ``jax.jit`` return the codes instead.
 

@@ -15,7 +15,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
@@ -23,6 +23,7 @@ import jax.numpy as jnp
 from rproxjax import _checks
 from rproxjax import stiefel as _stiefel
 from rproxjax._linalg import mm, mT
+from rproxjax._typing import Array, ArrayLike, DTypeLike, PRNGKey
 
 __all__ = [
     "RETRACTIONS",
@@ -36,7 +37,7 @@ __all__ = [
 RETRACTIONS: tuple[str, ...] = ("qr", "polar")
 
 
-def project(u, z):
+def project(u: ArrayLike, z: ArrayLike) -> Array:
     """Horizontal projection P_U(Z) = Z - U (U^T Z)."""
     _checks.check_point("u", u)
     _checks.check_same_shape("u", u, "z", z)
@@ -44,13 +45,14 @@ def project(u, z):
     return z - mm(u, mm(mT(u), z))
 
 
-def transport(u, w, z):
+def transport(u: ArrayLike, w: ArrayLike, z: ArrayLike) -> Array:
     """Vector transport of ``z`` from the span of ``u`` to that of ``w``: P_W(Z)."""
     _checks.check_same_shape("u", u, "w", w)
     return project(w, z)
 
 
-def retract(u, v, retraction: Literal["qr", "polar"] = "polar", **deprecated):
+def retract(u: ArrayLike, v: ArrayLike, retraction: Literal["qr", "polar"] = "polar",
+            **deprecated: Any) -> Array:
     """Retraction: an orthonormal basis of span(U + V) by ``"qr"`` or ``"polar"``
     (``retraction``; its former name ``method`` is deprecated)."""
     method = _checks.renamed(deprecated, "grassmann.retract", "method", "retraction",
@@ -65,12 +67,13 @@ def retract(u, v, retraction: Literal["qr", "polar"] = "polar", **deprecated):
     return _stiefel.retract(u, v, retraction=method)
 
 
-def random_point(key, m: int, r: int, dtype=None, *, shape: tuple[int, ...] = ()):
+def random_point(key: PRNGKey, m: int, r: int, dtype: DTypeLike | None = None, *,
+                 shape: tuple[int, ...] = ()) -> Array:
     """A random (Haar-distributed) orthonormal basis of an r-dim subspace of R^m."""
     return _stiefel.random_point(key, m, r, dtype, shape=shape)
 
 
-def principal_angles(u, w):
+def principal_angles(u: ArrayLike, w: ArrayLike) -> Array:
     """Principal angles (radians, ascending) between span(U) and span(W).
 
     Both bases must be orthonormal and of the same shape and dtype. Each angle is the

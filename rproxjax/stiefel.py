@@ -20,7 +20,7 @@ Example:
 from __future__ import annotations
 
 import functools
-from typing import Literal
+from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
@@ -28,6 +28,7 @@ import jax.scipy.linalg as jsl
 
 from rproxjax import _checks
 from rproxjax._linalg import mm, mT, sqrt0
+from rproxjax._typing import Array, ArrayLike, DTypeLike, PRNGKey
 
 __all__ = [
     "RETRACTIONS",
@@ -44,7 +45,7 @@ RETRACTIONS: tuple[str, ...] = ("qr", "polar", "exp", "cayley")
 
 
 
-def sym(a):
+def sym(a: ArrayLike) -> Array:
     """Symmetric part (A + A^T) / 2 of a (batch of) square float32/float64 matrices."""
     _checks.check_float("a", a)
     shape = jnp.shape(a)
@@ -54,7 +55,7 @@ def sym(a):
 
 
 @jax.jit
-def project(x, u):
+def project(x: ArrayLike, u: ArrayLike) -> Array:
     """Orthogonal projection of ``u`` onto the tangent space at ``x``.
 
     P_X(U) = U - X sym(X^T U), the projection onto
@@ -74,7 +75,7 @@ def project(x, u):
 
 
 @jax.jit
-def transport(x, y, u):
+def transport(x: ArrayLike, y: ArrayLike, u: ArrayLike) -> Array:
     """Vector transport of ``u`` from T_x to T_y by projection: P_Y(U).
 
     Args:
@@ -354,7 +355,8 @@ def _retract_cayley(x, v):
     return x + mm(u, jnp.linalg.solve(small, mm(mT(z), x)))
 
 
-def retract(x, v, retraction: Retraction = "polar", **deprecated):
+def retract(x: ArrayLike, v: ArrayLike, retraction: Retraction = "polar",
+            **deprecated: Any) -> Array:
     """Retraction Retr_X(V) of a tangent vector ``v`` at ``x``.
 
     Methods (design notes section 2):
@@ -414,7 +416,8 @@ def _retract(x, v, method):
 
 
 @functools.partial(jax.jit, static_argnames=("d", "r", "dtype", "shape"))
-def random_point(key, d: int, r: int, dtype=None, *, shape: tuple[int, ...] = ()):
+def random_point(key: PRNGKey, d: int, r: int, dtype: DTypeLike | None = None, *,
+                 shape: tuple[int, ...] = ()) -> Array:
     """A random point of St(d, r), uniform (Haar) distributed.
 
     Args:
@@ -443,10 +446,10 @@ def random_point(key, d: int, r: int, dtype=None, *, shape: tuple[int, ...] = ()
 
 
 @jax.jit
-def feasibility(x):
+def feasibility(x: ArrayLike) -> Array:
     """Distance to the constraint, ||X^T X - I||_F (batched over leading dims)."""
     _checks.check_point("x", x)
-    r = x.shape[-1]
-    gram = mm(mT(x), x) - jnp.eye(r, dtype=x.dtype)
+    r = x.shape[-1]  # type: ignore[union-attr]
+    gram = mm(mT(x), x) - jnp.eye(r, dtype=x.dtype)  # type: ignore[union-attr]
     # A zero (not NaN) derivative on the manifold, where the distance has its minimum.
     return sqrt0(jnp.sum(gram * gram, axis=(-2, -1)))

@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rproxjax import _checks
+from rproxjax._typing import ArrayLike
 
 __all__ = ["METHODS", "SSN", "SSN_RTOL"]
 
@@ -96,8 +97,8 @@ class SSN:
         'reference'
     """
 
-    tol: Any = None
-    rtol: Any = 0.0
+    tol: ArrayLike | None = None
+    rtol: ArrayLike = 0.0
     max_steps: int = 100
     linear_solver: Literal["auto", "dense", "cg"] = "auto"
     method: Literal["secant", "adaptive", "reference"] = "secant"
@@ -121,24 +122,24 @@ class SSN:
     sequential_lanes: bool | None = None
     warm_start: Literal["subgradient", "lam_h"] = "subgradient"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _check(self)
 
     @classmethod
-    def exact(cls, **changes) -> SSN:
+    def exact(cls, **changes: Any) -> SSN:
         """Tight solves (the default): the secant rule to ``tol`` alone (``rtol = 0``)."""
         return cls(**changes)
 
     @classmethod
-    def stochastic(cls, **changes) -> SSN:
+    def stochastic(cls, **changes: Any) -> SSN:
         """The stochastic optimizers' loose solves: the adaptive rule, ``rtol = SSN_RTOL``."""
         return cls(**{"method": "adaptive", "rtol": SSN_RTOL, **changes})
 
-    def replace(self, **changes) -> SSN:
+    def replace(self, **changes: Any) -> SSN:
         """A copy with ``changes`` (checked like the constructor)."""
         return dataclasses.replace(self, **changes)
 
-    def static(self) -> dict:
+    def static(self) -> dict[str, Any]:
         """The static fields (everything but ``tol`` and ``rtol``)."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
                 if f.name not in _LEAVES}

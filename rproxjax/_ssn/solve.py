@@ -31,10 +31,10 @@ from rproxjax._results import Status
 from rproxjax._ssn import implicit as _implicit
 from rproxjax._ssn import steps as _steps
 from rproxjax._ssn.config import METHODS, SSN, with_deprecated
+from rproxjax._typing import Array, ArrayLike, DTypeLike, Regularizer
 
 __all__ = ["METHODS", "SSN", "SubproblemInfo", "default_tol", "tangent_prox"]
 
-Array = Any
 
 class SubproblemInfo(NamedTuple):
     """What :func:`tangent_prox` reports besides the solution.
@@ -87,8 +87,10 @@ class SubproblemInfo(NamedTuple):
     num_breakpoints: Array
 
     @classmethod
-    def make(cls, *, lam, residual, converged, status, subgradient, lam_h=None, num_steps=0,
-             num_linear_steps=0, num_evaluations=0, num_breakpoints=0) -> SubproblemInfo:
+    def make(cls, *, lam: Array, residual: Array, converged: Array, status: Array,
+             subgradient: Array, lam_h: Array | None = None, num_steps: ArrayLike = 0,
+             num_linear_steps: ArrayLike = 0, num_evaluations: ArrayLike = 0,
+             num_breakpoints: ArrayLike = 0) -> SubproblemInfo:
         """The one constructor, by keyword: counts default to 0 (int32), ``lam_h`` to
         zeros like ``lam``."""
         count = lambda n: jnp.asarray(n, jnp.int32)  # noqa: E731
@@ -100,7 +102,7 @@ class SubproblemInfo(NamedTuple):
                    subgradient=subgradient, num_breakpoints=count(num_breakpoints))
 
 
-def default_tol(dtype) -> float:
+def default_tol(dtype: DTypeLike | None) -> float:
     """Default bound on ||E(Lambda)||_F: ``max(1e-10, 100 * eps(dtype))``.
 
     1e-10 in float64 and about 1.2e-5 in float32. ||E|| is the tangency defect of
@@ -369,17 +371,17 @@ def _solve_smooth(x, g, t):
 
 
 def tangent_prox(
-    x,
-    g,
-    t,
-    reg,
+    x: ArrayLike,
+    g: ArrayLike,
+    t: ArrayLike,
+    reg: Regularizer | None,
     *,
-    lam=None,
-    lam_h=None,
-    subgradient=None,
+    lam: ArrayLike | None = None,
+    lam_h: ArrayLike | None = None,
+    subgradient: ArrayLike | None = None,
     ssn: SSN | None = None,
-    **deprecated,
-):
+    **deprecated: Any,
+) -> tuple[Array, SubproblemInfo]:
     r"""Solves the tangent-space proximal subproblem at ``x``.
 
     .. math::
@@ -456,9 +458,10 @@ def tangent_prox(
     if not hasattr(reg, "prox_jacobian"):
         raise ValueError(f"reg must be None or a regularizer (rproxjax.l1, rproxjax.l21), "
                          f"got {reg!r}.")
-    reg.check(x.shape)
+    reg.check(x.shape)  # type: ignore[union-attr]
     reg = jax.tree.map(lambda a: jnp.asarray(a, dtype), reg)
-    lam, lam_h, subgradient = _warm_start(lam, lam_h, subgradient, x.shape, dtype)
+    lam, lam_h, subgradient = _warm_start(lam, lam_h, subgradient,
+                                          x.shape, dtype)  # type: ignore[union-attr]
     return _solve_jit(x, g, t, reg, lam, lam_h, subgradient, resolve(ssn, r, dtype))
 
 

@@ -22,7 +22,7 @@ static settings, ``escalated`` the adaptive rule's per-call flag.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -32,8 +32,7 @@ from rproxjax._linalg import mm
 from rproxjax._ssn import linear as _linear
 from rproxjax._ssn import path as _path
 from rproxjax._ssn.config import SSN
-
-Array = Any
+from rproxjax._typing import Array, PyTree, Regularizer
 
 # The reference rule's backtracking (its code's constants): s = 1, halved while ||E||^2
 # does not fall by (1 - 1e-3 s), down to s = 1e-3.
@@ -47,7 +46,7 @@ class Problem(NamedTuple):
     x: Array  #: the point, d x r
     xt: Array  #: X^T, materialized once
     t: Array  #: the step t > 0
-    reg: Any  #: the regularizer (a pytree)
+    reg: Regularizer  #: the regularizer (a pytree)
     tol: Array  #: absolute tolerance on ||E||_F
     rtol: Array  #: relative tolerance (times ||zeta||_F)
 
@@ -56,7 +55,7 @@ class Residual(NamedTuple):
     """The prox and the dual residual at a prox argument W."""
 
     y: Array  #: Y = prox_{t h}(W)
-    jac: Array  #: the prox's generalized Jacobian at W
+    jac: PyTree  #: the prox's generalized Jacobian at W (an array for l1, a tuple for l21)
     e: Array  #: E = X^T Y + Y^T X - 2I
     norm_e: Array  #: ||E||_F
 
@@ -67,7 +66,7 @@ class Iterate(NamedTuple):
     lam: Array
     w: Array
     y: Array
-    jac: Array
+    jac: PyTree
     e: Array
     norm_e: Array
 
