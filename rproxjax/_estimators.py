@@ -21,7 +21,7 @@ Both declare these needs (:class:`rproxjax.Needs`) in their states, so
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -33,10 +33,9 @@ from rproxjax import _checks
 from rproxjax._blocks import as_blocks, map_blocks
 from rproxjax._contract import Needs
 from rproxjax._transforms import check_params, check_state
+from rproxjax._typing import Array, PyTree
 
 __all__ = ["SarahState", "SvrgState", "sarah_estimator", "svrg_estimator"]
-
-Array = Any
 
 
 def _check_period(name, q):
@@ -91,13 +90,14 @@ class SarahState(NamedTuple):
       needs: the declared :class:`rproxjax.Needs` (static).
     """
 
-    count: Array
-    v: Any
-    prev_params: Any
+    count: Array  # type: ignore[assignment]  # a field, shadowing tuple.count
+    v: PyTree
+    prev_params: PyTree
     needs: Needs
 
 
-def sarah_estimator(q: int, *, blocks=None) -> optax.GradientTransformationExtraArgs:
+def sarah_estimator(q: int, *,
+                    blocks: PyTree | None = None) -> optax.GradientTransformationExtraArgs:
     r"""The R-SARAH estimator (the paper's equation (6)), refreshed every q updates:
 
     .. math::
@@ -146,14 +146,15 @@ class SvrgState(NamedTuple):
       needs: the declared :class:`rproxjax.Needs` (static).
     """
 
-    count: Array
-    v: Any
-    snapshot: Any
-    snapshot_grad: Any
+    count: Array  # type: ignore[assignment]  # a field, shadowing tuple.count
+    v: PyTree
+    snapshot: PyTree
+    snapshot_grad: PyTree
     needs: Needs
 
 
-def svrg_estimator(m: int, *, blocks=None) -> optax.GradientTransformationExtraArgs:
+def svrg_estimator(m: int, *,
+                   blocks: PyTree | None = None) -> optax.GradientTransformationExtraArgs:
     r"""The SVRG-type estimator with a snapshot every m updates:
 
     .. math::

@@ -30,10 +30,10 @@ from rproxjax._transforms import (
     hyper,
     prox_directions,
 )
+from rproxjax._typing import Array, ArrayLike, PyTree, Regularizer
 
 __all__ = ["ManPGState", "manpg"]
 
-Array = Any
 _NEEDS = Needs(value_fn=True, full_batch=True)
 #: manpg's former keyword arguments, by the SSN field each sets.
 _OLD_NAMES = {"linear_solver": "linear_solver", "ssn_max_steps": "max_steps",
@@ -56,9 +56,9 @@ class ManPGState(NamedTuple):
       needs: the declared :class:`rproxjax.Needs` (static).
     """
 
-    count: Array
+    count: Array  # type: ignore[assignment]  # a field, shadowing tuple.count
     info: StepInfo
-    blocks: Any
+    blocks: PyTree
     gamma: Array
     converged: Array
     stationarity: Array
@@ -154,9 +154,10 @@ def _step(blocks, ssn, gamma0, tol, adaptive, max_backtracks, grads, state, para
     return delta, new_state
 
 
-def manpg(gamma, reg=None, *, tol, blocks=None, adaptive: bool = False,
-          retraction: str = "polar", max_backtracks: int = 14, ssn: SSN | None = None,
-          **deprecated) -> optax.GradientTransformationExtraArgs:
+def manpg(gamma: ArrayLike, reg: Regularizer | None = None, *, tol: ArrayLike,
+          blocks: PyTree | None = None, adaptive: bool = False, retraction: str = "polar",
+          max_backtracks: int = 14, ssn: SSN | None = None,
+          **deprecated: Any) -> optax.GradientTransformationExtraArgs:
     r"""ManPG (Chen, Ma, So and Zhang 2020) and ManPG-Ada, with full gradients.
 
     Each update solves the subproblem at X with the full gradient and step

@@ -49,6 +49,7 @@ from rproxjax._transforms import (
     retract,
     subgradient_direction,
 )
+from rproxjax._typing import Array, ArrayLike, PyTree, Regularizer, ScalarOrSchedule
 
 __all__ = [
     "InverseSqrtSchedule",
@@ -62,35 +63,34 @@ __all__ = [
     "r_subgrad",
 ]
 
-Array = Any
-ScalarOrSchedule = Any
-
 
 class InverseSqrtSchedule:
     """eta_t = init_value / (t + offset)^power; a pytree (its values are arrays, so a
     sweep over them compiles once). Build it with :func:`inverse_sqrt_schedule`."""
 
-    def __init__(self, init_value, offset=1, power=0.5):
+    def __init__(self, init_value: Array, offset: ArrayLike = 1,
+                 power: ArrayLike = 0.5) -> None:
         self.init_value, self.offset, self.power = init_value, offset, power
 
-    def __call__(self, count):
+    def __call__(self, count: ArrayLike) -> Array:
         return self.init_value / (jnp.asarray(count) + self.offset) ** self.power
 
-    def tree_flatten(self):
+    def tree_flatten(self) -> tuple[tuple[Array, ArrayLike, ArrayLike], None]:
         return (self.init_value, self.offset, self.power), None
 
     @classmethod
-    def tree_unflatten(cls, aux, children):
+    def tree_unflatten(cls, aux: None, children: tuple[Any, Any, Any]) -> InverseSqrtSchedule:
         return cls(*children)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"inverse_sqrt_schedule({self.init_value}, {self.offset}, {self.power})"
 
 
 jax.tree_util.register_pytree_node_class(InverseSqrtSchedule)
 
 
-def inverse_sqrt_schedule(init_value, offset: int = 1, power: float = 0.5):
+def inverse_sqrt_schedule(init_value: ArrayLike, offset: int = 1,
+                          power: float = 0.5) -> InverseSqrtSchedule:
     """eta_t = init_value / (t + offset)^power (the paper's eta0 / sqrt(t + 1)).
 
     Example:
@@ -136,12 +136,12 @@ def _prox_chain(name, estimator, learning_rate, gamma, reg, blocks, retraction, 
 def r_prox_sgd(
     learning_rate: ScalarOrSchedule,
     gamma: ScalarOrSchedule,
-    reg=None,
+    reg: Regularizer | None = None,
     *,
-    blocks=None,
+    blocks: PyTree | None = None,
     retraction: str = "polar",
     ssn: SSN | None = None,
-    **deprecated,
+    **deprecated: Any,
 ) -> optax.GradientTransformationExtraArgs:
     r"""R-ProxSGD (the paper's Algorithm 1): ``chain(proximal_step(gamma), retract(eta))``.
 
@@ -194,13 +194,13 @@ def r_prox_sgd(
 def r_prox_spb(
     learning_rate: ScalarOrSchedule,
     gamma: ScalarOrSchedule,
-    reg=None,
+    reg: Regularizer | None = None,
     *,
     q: int,
-    blocks=None,
+    blocks: PyTree | None = None,
     retraction: str = "polar",
     ssn: SSN | None = None,
-    **deprecated,
+    **deprecated: Any,
 ) -> optax.GradientTransformationExtraArgs:
     r"""R-ProxSPB, Riemannian proximal SpiderBoost (the paper's Algorithm 2):
     ``chain(sarah_estimator(q), proximal_step(gamma), retract(eta))``.
@@ -229,13 +229,13 @@ def r_prox_spb(
 def r_prox_svrg(
     learning_rate: ScalarOrSchedule,
     gamma: ScalarOrSchedule,
-    reg=None,
+    reg: Regularizer | None = None,
     *,
     m: int,
-    blocks=None,
+    blocks: PyTree | None = None,
     retraction: str = "polar",
     ssn: SSN | None = None,
-    **deprecated,
+    **deprecated: Any,
 ) -> optax.GradientTransformationExtraArgs:
     r"""R-ProxSVRG: ``chain(svrg_estimator(m), proximal_step(gamma), retract(eta))``.
 
@@ -265,13 +265,13 @@ def r_prox_svrg(
 def r_prox_sarah(
     gamma: ScalarOrSchedule,
     alpha: ScalarOrSchedule,
-    reg=None,
+    reg: Regularizer | None = None,
     *,
     q: int,
-    blocks=None,
+    blocks: PyTree | None = None,
     retraction: str = "polar",
     ssn: SSN | None = None,
-    **deprecated,
+    **deprecated: Any,
 ) -> optax.GradientTransformationExtraArgs:
     r"""R-ProxSARAH: ``chain(sarah_estimator(q), proximal_step(gamma), retract(alpha))``.
 
@@ -304,12 +304,15 @@ def r_prox_sarah(
                        retraction, ssn)
 
 
-def r_spider_boost(learning_rate, gamma, *, q: int, blocks=None, retraction: str = "polar"):
+def r_spider_boost(learning_rate: ScalarOrSchedule, gamma: ScalarOrSchedule, *, q: int,
+                   blocks: PyTree | None = None,
+                   retraction: str = "polar") -> optax.GradientTransformationExtraArgs:
     """R-SpiderBoost: :func:`r_prox_spb` with h = 0 (smooth problems)."""
     return r_prox_spb(learning_rate, gamma, None, q=q, blocks=blocks, retraction=retraction)
 
 
-def r_subgrad(learning_rate: ScalarOrSchedule, reg=None, *, blocks=None,
+def r_subgrad(learning_rate: ScalarOrSchedule, reg: Regularizer | None = None, *,
+              blocks: PyTree | None = None,
               retraction: str = "polar") -> optax.GradientTransformationExtraArgs:
     """Riemannian (stochastic) subgradient method, the paper's baseline:
     ``chain(subgradient_direction(), retract(eta))``.

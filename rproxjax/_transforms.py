@@ -39,11 +39,11 @@ from rproxjax._contract import StepInfo
 from rproxjax._results import Status
 from rproxjax._ssn.config import SSN, with_deprecated
 from rproxjax._ssn.solve import SubproblemInfo
+from rproxjax._typing import Array, PyTree, Regularizer, ScalarOrSchedule
 
 __all__ = ["ProximalStepState", "RetractionState", "SubgradientState", "proximal_step",
            "retract", "subgradient_direction"]
 
-Array = Any
 
 def hyper(name, value):
     """Validates a hyperparameter; scalars become arrays (arguments, not constants,
@@ -136,12 +136,13 @@ class ProximalStepState(NamedTuple):
     """State of :func:`proximal_step`: step count (for a gamma schedule), the
     :class:`StepInfo` record ``info`` and the blocks (with their regularizers)."""
 
-    count: Array
+    count: Array  # type: ignore[assignment]  # a field, shadowing tuple.count
     info: StepInfo
-    blocks: Any
+    blocks: PyTree
 
 
-def proximal_step(gamma, reg=None, *, blocks=None, retraction: str = "polar",
+def proximal_step(gamma: ScalarOrSchedule, reg: Regularizer | None = None, *,
+                  blocks: PyTree | None = None, retraction: str = "polar",
                   ssn: SSN | None = None) -> optax.GradientTransformationExtraArgs:
     r"""The proximal step: V_t -> zeta_t, solving on each block
 
@@ -199,10 +200,10 @@ class SubgradientState(NamedTuple):
     ``ssn`` is empty) and the blocks."""
 
     info: StepInfo
-    blocks: Any
+    blocks: PyTree
 
 
-def subgradient_direction(reg=None, *, blocks=None,
+def subgradient_direction(reg: Regularizer | None = None, *, blocks: PyTree | None = None,
                           retraction: str = "polar") -> optax.GradientTransformationExtraArgs:
     """V_t -> -step_scale P_X(V_t + s), s = ``reg.subgradient(X)`` in dh(X) (mu sign(X) for
     l1): the Riemannian subgradient direction; Euclidean blocks take -(V_t + s)."""
@@ -233,12 +234,13 @@ class RetractionState(NamedTuple):
     """State of :func:`retract`: step count (for a schedule) and a halted flag
     (set if a retracted point was not finite)."""
 
-    count: Array
+    count: Array  # type: ignore[assignment]  # a field, shadowing tuple.count
     halted: Array
 
 
-def retract(learning_rate, *, blocks=None, retraction: str = "polar",
-            **deprecated) -> optax.GradientTransformationExtraArgs:
+def retract(learning_rate: ScalarOrSchedule, *, blocks: PyTree | None = None,
+            retraction: str = "polar",
+            **deprecated: Any) -> optax.GradientTransformationExtraArgs:
     """zeta -> Retr_X(eta_t zeta) - X on each block: the params one Stiefel block
     retracted by ``method`` (``blocks=None``), or a pytree of blocks with their own
     retractions. A zero step gives a zero update (Retr_X(0) = X).
