@@ -14,7 +14,7 @@ set when ``refresh_size`` is None) followed by q - 1 minibatch steps.
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -191,6 +191,3 @@ def is_dataset(data) -> bool:
         return False
     leaves = jax.tree.leaves(data)
     return bool(leaves) and all(hasattr(a, "shape") and hasattr(a, "dtype") for a in leaves)
-
-
-Array = Any

@@ -21,12 +21,13 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 from jax import lax
 
 from rproxjax import _checks
@@ -44,10 +45,9 @@ from rproxjax._run.data import FiniteSum, Plan, Stream, chunk_steps, is_dataset
 from rproxjax._run.monitor import EpochInfo, Monitor, check_callback, traced_callback
 from rproxjax._run.program import EpochProgram, History, make_objective, state_blocks
 from rproxjax._run.sharding import ShardedFiniteSum, data_mesh
+from rproxjax._typing import Array, ArrayLike, PRNGKey, PyTree
 
 __all__ = ["FitResult", "History", "fit", "pure_fit"]
-
-Array = Any
 
 
 class FitResult(NamedTuple):
@@ -68,13 +68,13 @@ class FitResult(NamedTuple):
       key: the PRNG key after the run (resume by passing it back).
     """
 
-    params: Array
-    opt_state: Any
+    params: PyTree
+    opt_state: PyTree
     history: History
     epoch_loss: Array
     epoch_ifo: Array
     epoch_time: Array
-    key: Array
+    key: PRNGKey
 
 
 @dataclasses.dataclass(frozen=True)
@@ -252,13 +252,15 @@ def _is_traced(tree):
 
 
 
-def fit(optimizer, loss_fn, params, data, *, key, batch_size: int | None = None,
+def fit(optimizer: optax.GradientTransformation, loss_fn: Callable[[PyTree, PyTree], ArrayLike],
+        params: PyTree, data: PyTree | Iterator[PyTree], *, key: PRNGKey,
+        batch_size: int | None = None,
         num_epochs: int | None = None, num_steps: int | None = None,
-        steps_per_epoch: int | None = None, opt_state=None,
+        steps_per_epoch: int | None = None, opt_state: PyTree | None = None,
         refresh_batch_size: int | None = None, record_loss: bool = False,
         record_variance: bool = False, chunk_size: int = 2048, progress: bool = False,
         batched_loss: bool = False, throw: bool = False, initial_ifo: int = 0,
-        mesh=None, data_axis: str | None = None,
+        mesh: jax.sharding.Mesh | None = None, data_axis: str | None = None,
         callback: Callable[[EpochInfo], Any] | None = None) -> FitResult:
     """Runs ``optimizer`` on the per-sample loss ``loss_fn(params, sample)`` from the host.
 
@@ -559,13 +561,15 @@ def _assemble(carry, hists, losses, ifos, times, carry0_ifo, key, finite):
     return FitResult(carry[0], carry[1], history, losses, put(ifos), put(np.asarray(times)), key)
 
 
-def pure_fit(optimizer, loss_fn, params, data, *, key, batch_size: int | None = None,
+def pure_fit(optimizer: optax.GradientTransformation,
+             loss_fn: Callable[[PyTree, PyTree], ArrayLike], params: PyTree, data: PyTree, *,
+             key: PRNGKey, batch_size: int | None = None,
              num_epochs: int | None = None, num_steps: int | None = None,
-             steps_per_epoch: int | None = None, opt_state=None,
+             steps_per_epoch: int | None = None, opt_state: PyTree | None = None,
              refresh_batch_size: int | None = None, record_loss: bool = False,
              record_variance: bool = False, chunk_size: int = 2048,
-             batched_loss: bool = False, initial_ifo: int = 0, mesh=None,
-             data_axis: str | None = None,
+             batched_loss: bool = False, initial_ifo: int = 0,
+             mesh: jax.sharding.Mesh | None = None, data_axis: str | None = None,
              callback: Callable[[EpochInfo], Any] | None = None) -> FitResult:
     """:func:`fit` as a pure function: all epochs in one ``lax.scan``, finite-sum mode.
 

@@ -24,6 +24,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from rproxjax._typing import Array, PyTree
+
 __all__ = ["EpochInfo", "Monitor", "Relay", "Stages", "logger"]
 
 #: The library's logger; it has no handler of its own (see :mod:`logging`).
@@ -47,14 +49,14 @@ class EpochInfo(NamedTuple):
         the run's key).
     """
 
-    epoch: Any
-    num_epochs: Any
-    params: Any
-    opt_state: Any
-    loss: Any
-    ifo: Any
-    time: Any
-    key: Any
+    epoch: int | np.ndarray
+    num_epochs: int | np.ndarray
+    params: PyTree
+    opt_state: PyTree
+    loss: Array | np.ndarray
+    ifo: Array | np.ndarray
+    time: float | np.ndarray
+    key: Array | np.ndarray | None
 
 
 def _is_terminal(stream) -> bool:
@@ -127,7 +129,7 @@ class Monitor:
         stream = sys.stderr if stream is None else stream
         self.total, self.n, self.callback = total, n, callback
         self.bar = _bar(total, stream) if progress and _is_terminal(stream) else None
-        self.stopped_at = None
+        self.stopped_at: int | np.ndarray | None = None
 
     def _text(self, info) -> str:
         return f"F = {float(info.loss):.6g}  IFO/n = {float(info.ifo) / self.n:.2f}"

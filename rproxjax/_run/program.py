@@ -36,11 +36,10 @@ from rproxjax._contract import (
     step_info,
 )
 from rproxjax._run.data import Plan
+from rproxjax._typing import Array
 
 __all__ = ["FEASIBILITY_TOL", "EpochProgram", "History", "Objective",
            "feasibility_tolerance"]
-
-Array = Any
 
 
 class History(NamedTuple):

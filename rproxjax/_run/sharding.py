@@ -23,8 +23,6 @@ draw different samples from the same key.
 
 from __future__ import annotations
 
-from typing import Any
-
 import jax
 import jax.numpy as jnp
 from jax import lax
@@ -198,6 +196,3 @@ def _place(data, sharding):
         return jax.device_put(a, sharding)
 
     return jax.tree.map(one, data)
-
-
-Array = Any

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 import jax
 import jax.numpy as jnp
 
 from rproxjax import _checks
+from rproxjax._typing import PyTree
 
 __all__ = ["sweep"]
 
 LANES = ("auto", "vmap", "map")
 
 
-def sweep(fn, *args, lanes: Literal["auto", "vmap", "map"] = "auto", batch_size=None):
+def sweep(fn: Callable[..., PyTree], *args: PyTree, lanes: Literal["auto", "vmap", "map"] = "auto",
+          batch_size: int | None = None) -> PyTree:
     """``fn`` mapped over the leading axis of ``args`` (e.g. values of mu and PRNG keys).
 
     * ``lanes="vmap"``: ``jax.vmap(fn)(*args)``, one batched program. rproxjax's
