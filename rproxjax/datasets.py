@@ -38,8 +38,10 @@ import lzma
 import numbers
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 __all__ = [
     "DATA_DIR_ENV",
@@ -161,8 +163,8 @@ def load_mnist(
     seed: int = 0,
     center: bool = True,
     scale: bool = True,
-    dtype=np.float32,
-    data_dir=None,
+    dtype: npt.DTypeLike = np.float32,
+    data_dir: str | os.PathLike[str] | None = None,
 ) -> np.ndarray:
     """MNIST digits as an (n, 784) data matrix, one flattened 28 x 28 image per row.
 
@@ -218,8 +220,8 @@ def load_fashion_mnist(
     seed: int = 0,
     center: bool = True,
     scale: bool = True,
-    dtype=np.float32,
-    data_dir=None,
+    dtype: npt.DTypeLike = np.float32,
+    data_dir: str | os.PathLike[str] | None = None,
 ) -> np.ndarray:
     """Fashion-MNIST images as an (n, 784) data matrix, one flattened 28 x 28 image per row.
 
@@ -273,8 +275,8 @@ def load_video_frames(
     *,
     start: int = 0,
     step: int = 1,
-    dtype=np.float32,
-    data_dir=None,
+    dtype: npt.DTypeLike = np.float32,
+    data_dir: str | os.PathLike[str] | None = None,
 ) -> np.ndarray:
     """Grayscale frames of a fixed-camera street video, as a (frames, 72, 96) array in [0, 1].
 
@@ -351,7 +353,8 @@ def _orthonormalize(x: np.ndarray) -> np.ndarray:
     return x @ ((v / np.sqrt(w)) @ v.T)
 
 
-def load_subproblems(r: int, dtype=np.float64, *, data_dir=None) -> list[dict]:
+def load_subproblems(r: int, dtype: npt.DTypeLike = np.float64, *,
+                     data_dir: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
     """The captured tangent-space proximal subproblems of rank ``r``, as NumPy arrays.
 
     ``subproblems_mnist.npz`` holds 32 instances for each r in {10, 15}: the subproblems
@@ -437,7 +440,7 @@ def load_subproblems(r: int, dtype=np.float64, *, data_dir=None) -> list[dict]:
     return out
 
 
-def video_matrix(frames) -> tuple[np.ndarray, tuple[int, int]]:
+def video_matrix(frames: npt.ArrayLike) -> tuple[np.ndarray, tuple[int, int]]:
     """The (h*w, t) data matrix of t frames (pixels x frames) and the frame shape (h, w).
 
     Column j is frame j flattened row-major, ``m[:, j] == frames[j].reshape(-1)``: the data

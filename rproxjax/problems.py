@@ -33,7 +33,8 @@ import numpy as np
 
 from rproxjax import _checks, stiefel
 from rproxjax._linalg import mm
-from rproxjax._ssn.solve import tangent_prox
+from rproxjax._ssn.solve import SubproblemInfo, tangent_prox
+from rproxjax._typing import Array, ArrayLike, PyTree, Regularizer
 
 __all__ = [
     "RMCProblem",
@@ -50,24 +51,23 @@ __all__ = [
     "stationarity",
 ]
 
-Array = Any
-
 
 # --------------------------------------------------------------------------- sparse PCA
 
 
-def spca_loss(x, z):
+def spca_loss(x: ArrayLike, z: ArrayLike) -> Array:
     """Per-sample loss ||z - X X^T z||^2 = ||z||^2 - ||X^T z||^2 (X orthonormal)."""
-    xtz = mm(x.T, z)
+    xtz = mm(x.T, z)  # type: ignore[union-attr]
     return jnp.sum(z * z) - jnp.sum(xtz * xtz)
 
 
-def spca_grad(x, z):
+def spca_grad(x: ArrayLike, z: ArrayLike) -> Array:
     """Per-sample Euclidean gradient -2 z z^T X of :func:`spca_loss`."""
     return -2.0 * jnp.outer(z, mm(z, x))
 
 
-def spca_objective(x, data, mu, chunk_size: int = 4096):
+def spca_objective(x: ArrayLike, data: ArrayLike, mu: ArrayLike,
+                   chunk_size: int = 4096) -> Array:
     """F(X) = mean_i ||z_i - X X^T z_i||^2 + mu ||X||_1 over the rows z_i of ``data``.
 
     Computed in chunks of rows (no n x d temporaries beyond a chunk).
@@ -81,16 +81,16 @@ def spca_objective(x, data, mu, chunk_size: int = 4096):
     if chunk is None or chunk < 1:
         raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}.")
     chunk_size = chunk
-    n = data.shape[0]
-    total = jnp.zeros((), x.dtype)
+    n = data.shape[0]  # type: ignore[union-attr]
+    total = jnp.zeros((), x.dtype)  # type: ignore[union-attr]
     for start in range(0, n, chunk_size):
-        block = data[start:start + chunk_size]
+        block = data[start:start + chunk_size]  # type: ignore[index]
         proj = mm(block, x)
         total = total + jnp.sum(block * block) - jnp.sum(proj * proj)
     return total / n + jnp.sum(mu * jnp.abs(x))
 
 
-def explained_variance(x, data, normalized: bool = False):
+def explained_variance(x: ArrayLike, data: ArrayLike, normalized: bool = False) -> Array:
     """The paper's explained variance tr(X^T A A^T X) / tr(X X^T), A = data^T (d x n).
 
     With ``normalized=True`` it is divided by tr(A A^T) = ||A||_F^2, the total
@@ -104,12 +104,13 @@ def explained_variance(x, data, normalized: bool = False):
     return value
 
 
-def nonzeros(x, threshold: float = 1e-3):
+def nonzeros(x: ArrayLike, threshold: float = 1e-3) -> Array:
     """Number of entries with |X_ij| > threshold (the paper's sparsity count)."""
     return jnp.sum(jnp.abs(x) > threshold)
 
 
-def stationarity(x, full_grad, gamma, reg, *, retraction: str = "polar"):
+def stationarity(x: ArrayLike, full_grad: ArrayLike, gamma: ArrayLike, reg: Regularizer | None,
+                 *, retraction: stiefel.Retraction = "polar") -> tuple[Array, SubproblemInfo]:
     """The stationarity measure ||G(X, grad f(X), gamma)|| of the paper's Definition 3.
 
     G = (X - Retr_X(xi)) / gamma with xi the subproblem solution for the full
@@ -138,19 +139,28 @@ class RMCProblem:
       m, n: the matrix shape (static).
     """
 
-    def __init__(self, rows, cols, values, lam, m: int, n: int):
+    rows: Array
+    cols: Array
+    values: Array
+    lam: Array
+    m: int
+    n: int
+
+    def __init__(self, rows: Array, cols: Array, values: Array, lam: Array, m: int,
+                 n: int) -> None:
         self.rows, self.cols, self.values, self.lam = rows, cols, values, lam
         self.m, self.n = m, n
 
-    def tree_flatten(self):
+    def tree_flatten(self) -> tuple[tuple[Array, Array, Array, Array], tuple[int, int]]:
         return (self.rows, self.cols, self.values, self.lam), (self.m, self.n)
 
     @classmethod
-    def tree_unflatten(cls, aux, children):
+    def tree_unflatten(cls, aux: tuple[int, int],
+                       children: tuple[Any, Any, Any, Any]) -> RMCProblem:
         return cls(*children, *aux)
 
 
-def rmc_problem(matrix, mask, lam: float = 1e-3) -> RMCProblem:
+def rmc_problem(matrix: ArrayLike, mask: ArrayLike, lam: float = 1e-3) -> RMCProblem:
     """Builds an :class:`RMCProblem` from a matrix and a boolean mask of observed entries.
 
     Args:
@@ -177,30 +187,30 @@ def rmc_problem(matrix, mask, lam: float = 1e-3) -> RMCProblem:
                       int(matrix.shape[0]), int(matrix.shape[1]))
 
 
-def rmc_v(u, s, problem: RMCProblem):
+def rmc_v(u: ArrayLike, s: ArrayLike, problem: RMCProblem) -> Array:
     """V_{U,S} = argmin_V f-bar(U, V, S), column by column (r x n).
 
     Column j solves ((1 - lam) U_j^T U_j + lam I) v_j = U_j^T (M - S)_j, where
     U_j holds the rows of U observed in column j.
     """
     _checks.check_point("u", u)
-    if u.shape[0] != problem.m:
+    if u.shape[0] != problem.m:  # type: ignore[union-attr]
         raise ValueError(f"u must have m = {problem.m} rows (the matrix's), got shape "
-                         f"{u.shape}.")
+                         f"{u.shape}.")  # type: ignore[union-attr]
     if jnp.shape(s) != problem.values.shape:
         raise ValueError(f"s must hold one value per observed entry, shape "
                          f"{problem.values.shape}, got {jnp.shape(s)}.")
-    r = u.shape[-1]
-    ur = u[problem.rows]
+    r = u.shape[-1]  # type: ignore[union-attr]
+    ur = u[problem.rows]  # type: ignore[index]
     outer = (ur[:, :, None] * ur[:, None, :]).reshape(-1, r * r)
     gram = jax.ops.segment_sum(outer, problem.cols, num_segments=problem.n).reshape(-1, r, r)
-    mats = (1.0 - problem.lam) * gram + problem.lam * jnp.eye(r, dtype=u.dtype)
+    mats = (1.0 - problem.lam) * gram + problem.lam * jnp.eye(r, dtype=u.dtype)  # type: ignore[union-attr]
     rhs = jax.ops.segment_sum(ur * (problem.values - s)[:, None], problem.cols,
                               num_segments=problem.n)
     return jnp.linalg.solve(mats, rhs[..., None])[..., 0].T
 
 
-def rmc_objective(params, problem: RMCProblem, gamma=0.0):
+def rmc_objective(params: PyTree, problem: RMCProblem, gamma: ArrayLike = 0.0) -> Array:
     """f(U, S) + gamma ||P_Omega(S)||_1 for ``params = {"U": U, "S": s}``."""
     u, s = params["U"], params["S"]
     v = rmc_v(u, s, problem)
@@ -210,7 +220,7 @@ def rmc_objective(params, problem: RMCProblem, gamma=0.0):
     return f + gamma * jnp.sum(jnp.abs(s))
 
 
-def rmc_batch_loss(params, batch, problem: RMCProblem):
+def rmc_batch_loss(params: PyTree, batch: ArrayLike, problem: RMCProblem) -> Array:
     """|Omega| times the mean of f-hat_ij over a batch of observed entries, V held fixed.
 
     f-hat_ij = 1/2 (u_i^T v_j - M_ij + S_ij)^2 - lam/2 (u_i^T v_j)^2 with
@@ -229,7 +239,7 @@ def rmc_batch_loss(params, batch, problem: RMCProblem):
     return problem.rows.shape[0] * jnp.mean(0.5 * resid**2 - 0.5 * problem.lam * pred**2)
 
 
-def rmc_background(params, problem: RMCProblem):
+def rmc_background(params: PyTree, problem: RMCProblem) -> Array:
     """The low-rank estimate L = U V_{U,S} (m x n): one background per column/frame."""
     u = params["U"]
     _checks.check_point("U", u)

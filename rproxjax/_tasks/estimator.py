@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any, Self
+
 import numpy as np
+import numpy.typing as npt
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from rproxjax._tasks.spca import METHODS, sparse_pca
+from rproxjax._typing import ArrayLike
 
 __all__ = ["SparsePCA"]
 
@@ -50,9 +54,11 @@ class SparsePCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         ((300, 2), (2, 12))
     """
 
-    def __init__(self, n_components=None, *, mu=None, nonzeros=None, method="r_prox_spb",
-                 passes=10.0, center=True, batch_size=None, q=None, eta=None, gamma=None,
-                 random_state=None):
+    def __init__(self, n_components: int | None = None, *, mu: ArrayLike | None = None,
+                 nonzeros: int | None = None, method: str = "r_prox_spb", passes: float = 10.0,
+                 center: bool = True, batch_size: int | None = None, q: int | None = None,
+                 eta: float | None = None, gamma: float | None = None,
+                 random_state: int | None = None) -> None:
         self.n_components = n_components
         self.mu = mu
         self.nonzeros = nonzeros
@@ -65,24 +71,24 @@ class SparsePCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self.gamma = gamma
         self.random_state = random_state
 
-    def fit(self, X, y=None):
+    def fit(self, X: npt.ArrayLike, y: Any = None) -> Self:
         """Fits the components to X (n_samples x n_features); returns self."""
         X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_min_samples=2)
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {self.method!r}.")
-        r = min(X.shape) if self.n_components is None else self.n_components
+        r = min(X.shape) if self.n_components is None else self.n_components  # type: ignore[union-attr]
         seed = 0 if self.random_state is None else self.random_state
         if not isinstance(seed, int | np.integer):
             raise ValueError("random_state must be an int or None (JAX keys are drawn from "
                              f"an int seed), got {type(seed).__name__}.")
-        res = sparse_pca(X, r, mu=self.mu, nonzeros=self.nonzeros, method=self.method,
+        res = sparse_pca(X, r, mu=self.mu, nonzeros=self.nonzeros, method=self.method,  # type: ignore[arg-type]
                          passes=self.passes, center=self.center, batch_size=self.batch_size,
                          q=self.q, eta=self.eta, gamma=self.gamma, seed=int(seed))
-        dtype = X.dtype
+        dtype = X.dtype  # type: ignore[union-attr]
         self.components_ = np.asarray(res.components, dtype).T.copy()
         self.mean_ = np.asarray(res.mean, dtype)
         self.n_components_ = int(r)
-        total = float(np.sum((X - self.mean_) ** 2)) / X.shape[0]
+        total = float(np.sum((X - self.mean_) ** 2)) / X.shape[0]  # type: ignore[union-attr]
         self.explained_variance_ = np.asarray(res.component_variance, dtype)
         self.explained_variance_ratio_ = self.explained_variance_ / total
         self.adjusted_variance_ = float(res.adjusted_variance)
@@ -93,13 +99,13 @@ class SparsePCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self._n_features_out = self.n_components_
         return self
 
-    def transform(self, X):
+    def transform(self, X: npt.ArrayLike) -> np.ndarray:
         """``(X - mean_) components_^T``: the rows of X in the components' coordinates."""
         check_is_fitted(self)
         X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
         return (X - self.mean_) @ self.components_.T
 
-    def inverse_transform(self, X):
+    def inverse_transform(self, X: npt.ArrayLike) -> np.ndarray:
         """``X components_ + mean_``: back to feature space (the projection onto the span of the
         components, for transformed data)."""
         check_is_fitted(self)
@@ -109,7 +115,7 @@ class SparsePCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                              f"shape {X.shape}.")
         return X @ self.components_ + self.mean_
 
-    def score(self, X, y=None):
+    def score(self, X: npt.ArrayLike, y: Any = None) -> float:
         """Minus the mean squared reconstruction error of X (higher is better)."""
         check_is_fitted(self)
         X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)

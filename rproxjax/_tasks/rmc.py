@@ -9,7 +9,7 @@ closed-form V, which ``rproxjax.experiments`` assembles by hand for the video ex
 from __future__ import annotations
 
 import functools
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -23,10 +23,10 @@ from rproxjax._optimizers import inverse_sqrt_schedule, r_prox_sgd, r_prox_spb, 
 from rproxjax._regularizers import l1
 from rproxjax._run.fit import FitResult, pure_fit
 from rproxjax._run.monitor import Relay
+from rproxjax._typing import Array, ArrayLike, DTypeLike, PRNGKey
 
 __all__ = ["DEFAULT_STEPS", "REFERENCE_MAGNITUDE", "RMCResult", "robust_matrix_completion"]
 
-Array = Any
 
 #: (eta, step_scale) per method: the points the paper's video experiment chose
 #: (``results/rmc-video.json``: least mean final F over its tuning seeds, grid etas 2, 1,
@@ -237,12 +237,12 @@ def _solve(eta, scale, u_scale, gamma, rows, cols, values, lam, u0, key, *, meth
             problems.rmc_objective(params, prob, gamma))
 
 
-def robust_matrix_completion(M, mask, rank: int, *, gamma: float = 0.03, lam: float = 1e-3,
-                             method: str = "r_prox_spb", budget: float = 4.0,
+def robust_matrix_completion(M: ArrayLike, mask: ArrayLike, rank: int, *, gamma: float = 0.03,
+                             lam: float = 1e-3, method: str = "r_prox_spb", budget: float = 4.0,
                              batch_fraction: float = 0.1, q: int = 5, eta: float | None = None,
                              step_scale: float | None = None, magnitude: float | None = None,
-                             key=None, seed: int = 0,
-                             dtype=None, record_loss: bool = False,
+                             key: PRNGKey | None = None, seed: int = 0,
+                             dtype: DTypeLike | None = None, record_loss: bool = False,
                              throw: bool = True, progress: bool = False) -> RMCResult:
     r"""Robust low-rank matrix completion: a low-rank L = U V plus sparse outliers S fitting the
     observed entries of M (the paper's model, solved by its stochastic proximal methods).

@@ -27,11 +27,11 @@ from rproxjax._regularizers import l1
 from rproxjax._run.fit import FitResult, pure_fit
 from rproxjax._run.monitor import Relay, Stages
 from rproxjax._ssn.config import SSN
+from rproxjax._typing import Array, ArrayLike, DTypeLike
 from rproxjax.problems import spca_loss
 
 __all__ = ["SparsePCAPath", "SparsePCAResult", "sparse_pca"]
 
-Array = Any
 
 METHODS = ("r_prox_spb", "r_prox_sgd", "r_subgrad", "manpg")
 NONZERO_THRESHOLD = 1e-3
@@ -104,9 +104,9 @@ class SparsePCAResult(NamedTuple):
     passes: float
     history: FitResult | None
     path: SparsePCAPath | None
-    settings: dict
+    settings: dict[str, Any]
 
-    def transform(self, data):
+    def transform(self, data: ArrayLike) -> Array:
         """(data - mean) X: new rows (m x d) in the components' coordinates (m x r)."""
         data = _as_matrix("data", data, None)
         if data.shape[1] != self.components.shape[0]:
@@ -118,7 +118,7 @@ class SparsePCAResult(NamedTuple):
 # ------------------------------------------------------------------------ input
 
 
-def _as_matrix(name, data, dtype):
+def _as_matrix(name: str, data: Any, dtype: DTypeLike | None) -> Array:
     """A 2-D floating JAX array (integers become ``dtype`` or JAX's default float)."""
     if _checks.not_a_number(data) or not hasattr(data, "shape"):
         raise TypeError(f"{name} must be a 2-D array (NumPy or JAX), got {type(data).__name__}"
@@ -263,10 +263,11 @@ def _pick(counts, target):
     return int(best[-1])
 
 
-def sparse_pca(data, n_components: int, *, mu=None, nonzeros: int | None = None,
+def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = None,
+               nonzeros: int | None = None,
                method: str = "r_prox_spb", passes: float = 10.0, center: bool = True,
                batch_size: int | None = None, q: int | None = None, eta: float | None = None,
-               gamma: float | None = None, x0=None, seed: int = 0,
+               gamma: float | None = None, x0: ArrayLike | None = None, seed: int = 0,
                ssn: SSN | None = None, progress: bool = False) -> SparsePCAResult:
     r"""Sparse principal components of ``data`` (rows are samples), by the paper's model.
 
