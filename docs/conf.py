@@ -55,13 +55,29 @@ autodoc_member_order = "bysource"
 autodoc_default_options = {"members": True}
 autodoc_typehints = "signature"
 autodoc_preserve_defaults = True  # signatures show SSN.stochastic(), not its repr
+# The signatures name the type aliases of rproxjax/_typing.py (ArrayLike, PyTree, ...), as the
+# source does, instead of their expansions (ArrayLike alone is a union of eight types).
+autodoc_type_aliases = {name: name for name in (
+    "Array", "ArrayLike", "DTypeLike", "PRNGKey", "PyTree", "Regularizer", "ScalarOrSchedule",
+    "npt.ArrayLike", "npt.DTypeLike")}
+_ALIAS_REPR = re.compile(r"TypeAliasForwardRef\('([^']*)'\)")
+
+
+def _alias_names(app, what, name, obj, options, signature, return_annotation):
+    """Sphinx 9 writes an alias inside a union or a generic (``PyTree | None``,
+    ``tuple[Array, ...]``) as the repr of its placeholder, ``TypeAliasForwardRef('PyTree')``;
+    the signatures show the alias's name, as elsewhere."""
+    def plain(text):
+        return None if text is None else _ALIAS_REPR.sub(r"\1", text)
+
+    return plain(signature), plain(return_annotation)
 autosummary_generate = False  # the summary tables link to the entries on the same page
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False
 napoleon_use_rtype = False
 napoleon_use_param = False  # an entry naming several arguments stays one entry
 napoleon_use_ivar = False  # Attributes: sections document each field as an attribute
-napoleon_attr_annotations = False  # the fields are arrays (Array = Any): the text says what
+napoleon_attr_annotations = False  # the fields' types are in the class signature above them
 
 
 def _skip_namedtuple_fields(app, what, name, obj, skip, options):
@@ -207,6 +223,7 @@ html_static_path: list[str] = []
 
 def setup(app):
     app.connect("autodoc-skip-member", _skip_namedtuple_fields)
+    app.connect("autodoc-process-signature", _alias_names)
     app.connect("autodoc-process-docstring", _joined_argument_lists, priority=400)  # napoleon: 500
     app.connect("autodoc-process-docstring", _plain_text_bars, priority=600)
     app.connect("autodoc-process-docstring", _constant_docs)
