@@ -421,3 +421,44 @@ def test_the_library_leaves_global_configuration_alone():
                     offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} calls "
                                      f"{owner}.{node.func.attr}")
     assert not offenders, offenders
+
+
+RUNTIME_CHECK = r"""
+import logging, sys, tempfile
+import jax, matplotlib
+before = {k: repr(v) for k, v in jax.config.values.items()}
+backend, rc = matplotlib.get_backend(), dict(matplotlib.rcParams)
+handlers = list(logging.getLogger().handlers)
+import numpy as np
+import rproxjax
+from rproxjax import _demo
+rng = np.random.default_rng(0)
+data = rng.standard_normal((300, 12)).astype(np.float32)
+rproxjax.sparse_pca(data, 2, nonzeros=8, passes=2)
+rproxjax.fit(rproxjax.r_prox_sgd(0.1, 0.5, rproxjax.l1(0.1)), rproxjax.problems.spca_loss,
+             np.linalg.qr(rng.standard_normal((12, 2)))[0].astype(np.float32), data,
+             key=jax.random.key(0), batch_size=30, num_epochs=2, progress=True)
+with tempfile.TemporaryDirectory() as out:
+    _demo.run(n=1000, budget=2.0, q=5, out_dir=out, plot=True)
+after = {k: repr(v) for k, v in jax.config.values.items()}
+changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+assert not changed, changed
+assert matplotlib.get_backend() == backend, (backend, matplotlib.get_backend())
+assert dict(matplotlib.rcParams) == rc
+assert logging.getLogger().handlers == handlers
+assert logging.getLogger("rproxjax").handlers == []
+print("unchanged", len(before))
+"""
+
+
+def test_running_the_library_changes_no_global_configuration():
+    """In a fresh process: JAX's configuration (every option), matplotlib's backend and
+    rcParams and the logging handlers are the same after importing rproxjax and running a
+    fit with a progress bar, a sparse PCA path and the demonstration with its figures."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", RUNTIME_CHECK], capture_output=True,
+                          text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.splitlines()[-1].startswith("unchanged")  # after the demo's table
