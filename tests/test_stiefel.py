@@ -5,6 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from absl.testing import parameterized
 
 from rproxjax import grassmann, stiefel
 from rproxjax._linalg import mm
@@ -26,7 +27,8 @@ def _tangency(x, v):
 
 def test_random_point_is_orthonormal():
     x = stiefel.random_point(jax.random.key(0), 30, 7)
-    assert x.shape == (30, 7)
+    chex.assert_shape(x, (30, 7))
+    chex.assert_type(x, jnp.float64)  # the default float (the tests enable x64)
     assert float(stiefel.feasibility(x)) < 1e-13
 
 
@@ -46,7 +48,8 @@ def test_project_gives_tangent_vectors_and_is_idempotent():
 def test_retraction_feasible_even_for_large_steps(method, scale):
     x, v = _point_and_tangent(2, 40, 6, scale=scale)
     y = stiefel.retract(x, v, retraction=method)
-    assert y.shape == x.shape and y.dtype == x.dtype
+    chex.assert_equal_shape([y, x])
+    chex.assert_type(y, x.dtype)
     assert float(stiefel.feasibility(y)) < 1e-12
 
 
@@ -175,7 +178,8 @@ def test_exp_retraction_of_a_very_long_step_is_finite(dtype, size, bound):
     # jax.scipy.linalg.expm gives NaN past max_squarings (16 by default: ||V|| > ~3.5e5).
     x, v = _point_and_tangent(50, 30, 4, dtype)
     y = stiefel.retract(x, (size * v / jnp.linalg.norm(v)).astype(dtype), retraction="exp")
-    assert bool(jnp.all(jnp.isfinite(y))) and float(stiefel.feasibility(y)) < bound
+    chex.assert_tree_all_finite(y)
+    assert float(stiefel.feasibility(y)) < bound
 
 
 @pytest.mark.parametrize("cond2", [1e2, 1e4])
@@ -224,7 +228,8 @@ def test_reverse_mode_through_a_vmapped_polar_retraction(path):
     fd = (loss(vs + h * u) - loss(vs - h * u)) / (2 * h)
     np.testing.assert_allclose(jnp.sum(grad * u), fd, rtol=1e-6)
     jac = jax.jacrev(lambda b: retract(b)[:, 0, 0])(vs)
-    assert jac.shape == (3, 3, 30, 4) and bool(jnp.all(jnp.isfinite(jac)))
+    chex.assert_shape(jac, (3, 3, 30, 4))
+    chex.assert_tree_all_finite(jac)
 
 
 def test_polar_one_pass_agrees_with_the_svd_polar_factor():
@@ -274,7 +279,8 @@ def test_batched_jit_vmap_and_float32(method):
     x = stiefel.random_point(kx, 25, 4, jnp.float32, shape=(3,))
     v = stiefel.project(x, jax.random.normal(kv, (3, 25, 4), jnp.float32))
     y = jax.jit(lambda a, b: stiefel.retract(a, b, retraction=method))(x, v)
-    assert y.dtype == jnp.float32 and y.shape == (3, 25, 4)
+    chex.assert_shape(y, (3, 25, 4))
+    chex.assert_type(y, jnp.float32)
     assert float(jnp.max(stiefel.feasibility(y))) < 1e-5
     y_vmap = jax.vmap(lambda a, b: stiefel.retract(a, b, retraction=method))(x, v)
     np.testing.assert_allclose(y, y_vmap, atol=1e-5)
@@ -353,7 +359,7 @@ def test_derivatives_at_a_vertical_tangent_vector_are_finite_and_exact(method):
     c = jax.random.normal(jax.random.key(37), x.shape)
     loss = lambda b: jnp.sum(c * stiefel.retract(x, b, retraction=method))  # noqa: E731
     g = jax.grad(loss)(v)
-    assert bool(jnp.all(jnp.isfinite(g)))
+    chex.assert_tree_all_finite(g)
     h = 1e-6
     fd = (loss(v + h * u) - loss(v - h * u)) / (2 * h)
     np.testing.assert_allclose(jnp.sum(g * u), fd, rtol=1e-6, atol=1e-9)
@@ -486,7 +492,8 @@ def test_principal_angles_resolve_small_angles_and_differentiate_at_zero(dtype, 
     u = a.astype(dtype)
     assert float(jnp.max(grassmann.principal_angles(u, u))) < 10 * bound * 3
     grad = jax.grad(lambda z: jnp.sum(grassmann.principal_angles(u, z) ** 2))(u)
-    assert bool(jnp.all(jnp.isfinite(grad))) and float(jnp.max(jnp.abs(grad))) < 1e-6
+    chex.assert_tree_all_finite(grad)
+    assert float(jnp.max(jnp.abs(grad))) < 1e-6
     np.testing.assert_allclose(grassmann.principal_angles(a, b), jnp.full(3, jnp.pi / 2),
                                atol=1e-15)
 
@@ -530,7 +537,79 @@ def test_small_geometry_functions_reject_bad_inputs_clearly():
     for shape in (3, (-1,), (2.0,)):
         with pytest.raises(ValueError, match="shape"):
             stiefel.random_point(jax.random.key(0), 4, 2, shape=shape)
-    assert stiefel.random_point(jax.random.key(0), 4, 2, shape=(np.int64(2),)).shape == (2, 4, 2)
+    chex.assert_shape(stiefel.random_point(jax.random.key(0), 4, 2, shape=(np.int64(2),)),
+                      (2, 4, 2))
     x, v = _point_and_tangent(62, 6, 2)
     with pytest.raises(ValueError, match="dtype"):
         stiefel.transport(x.astype(jnp.float32), x, v)
+
+
+class TestGeometryUnderJit(chex.TestCase):
+    """The geometry run as they are and inside ``jax.jit`` (chex variants): the same values,
+    shapes and dtypes, batched points included (two 7 x 3 points)."""
+
+    def _batch(self, dtype=jnp.float64):
+        kx, kv = jax.random.split(jax.random.key(70))
+        x = stiefel.random_point(kx, 7, 3, dtype, shape=(2,))
+        v = stiefel.project(x, jax.random.normal(kv, (2, 7, 3), dtype))
+        return x, v
+
+    @chex.variants(with_jit=True, without_jit=True)
+    @parameterized.named_parameters(*[(method, method) for method in METHODS])
+    def test_retraction(self, method):
+        x, v = self._batch()
+        traced = []
+
+        def retract(a, b):
+            traced.append(isinstance(a, jax.core.Tracer))
+            return stiefel.retract(a, b, retraction=method)
+
+        y = self.variant(retract)(x, v)
+        assert traced == [self.variant.type == chex.ChexVariantType.WITH_JIT]
+        chex.assert_shape(y, (2, 7, 3))
+        chex.assert_type(y, jnp.float64)
+        chex.assert_tree_all_finite(y)
+        chex.assert_trees_all_close(y, stiefel.retract(x, v, retraction=method), atol=1e-13,
+                                    rtol=0.0)
+        assert float(jnp.max(stiefel.feasibility(y))) < 1e-12
+
+    @chex.variants(with_jit=True, without_jit=True)
+    def test_projection_and_transport(self):
+        x, _ = self._batch(jnp.float32)
+        u = jax.random.normal(jax.random.key(71), x.shape, jnp.float32)
+        project = self.variant(stiefel.project)
+        v = project(x, u)
+        chex.assert_shape(v, (2, 7, 3))
+        chex.assert_type(v, jnp.float32)
+        chex.assert_trees_all_close(v, stiefel.project(x, u), atol=1e-6, rtol=0.0)
+        chex.assert_trees_all_close(project(x, v), v, atol=1e-6, rtol=0.0)  # idempotent
+        xtv = jnp.swapaxes(x, -1, -2) @ v
+        chex.assert_trees_all_close(xtv + jnp.swapaxes(xtv, -1, -2), jnp.zeros((2, 3, 3)),
+                                    atol=1e-5, rtol=0.0)  # tangent at x
+        y = stiefel.retract(x, v)
+        w = self.variant(stiefel.transport)(x, y, v)
+        chex.assert_trees_all_close(w, stiefel.project(y, v), atol=1e-6, rtol=0.0)
+
+    @chex.variants(with_jit=True, without_jit=True)
+    def test_feasibility(self):
+        x, _ = self._batch()
+        feasibility = self.variant(stiefel.feasibility)
+        on, off = feasibility(x), feasibility(2.0 * x)
+        chex.assert_shape([on, off], [(2,), (2,)])
+        chex.assert_type([on, off], jnp.float64)
+        assert float(jnp.max(on)) < 1e-13
+        # ||4 I - I||_F = 3 sqrt(r) for 2X.
+        chex.assert_trees_all_close(off, jnp.full(2, 3.0 * np.sqrt(3.0)), rtol=1e-13)
+
+    @chex.variants(with_jit=True, without_jit=True)
+    def test_grassmann_retraction_and_angles(self):
+        u, z = self._batch()
+        z = grassmann.project(u, z)
+        w = self.variant(grassmann.retract)(u, 0.5 * z)
+        chex.assert_shape(w, (2, 7, 3))
+        chex.assert_trees_all_close(w, grassmann.retract(u, 0.5 * z), atol=1e-13, rtol=0.0)
+        angles = self.variant(grassmann.principal_angles)(u, w)
+        chex.assert_shape(angles, (2, 3))
+        chex.assert_tree_all_finite(angles)
+        chex.assert_trees_all_close(angles, grassmann.principal_angles(u, w), atol=1e-12,
+                                    rtol=0.0)
