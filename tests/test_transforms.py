@@ -1,5 +1,6 @@
 """The transformation contract: chains, the runner's needs, compile-once, the step record."""
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -49,12 +50,13 @@ def test_chain_with_preprocessing_matches_the_bare_optimizer(name, data):
     chained_opt = optax.chain(optax.clip_by_global_norm(1e6), optax.identity(),
                               OPTIMIZERS[name](0.3, 0.5))
     chained = _fit(chained_opt, data, name=name)
-    np.testing.assert_array_equal(chained.params, bare.params)
-    np.testing.assert_array_equal(chained.epoch_loss, bare.epoch_loss)
-    np.testing.assert_array_equal(chained.epoch_ifo, bare.epoch_ifo)
-    for field in ("zeta_norm", "ssn_steps", "loss", "refresh", "halted"):
-        np.testing.assert_array_equal(getattr(chained.history, field),
-                                      getattr(bare.history, field))
+    chex.assert_shape(bare.params, (D, R))
+    chex.assert_type(bare.params, jnp.float64)
+    chex.assert_tree_all_finite((bare.params, bare.epoch_loss, bare.history))
+    # The whole per-step history (every field), the point, F and the IFOs.
+    chex.assert_trees_all_equal(
+        (chained.params, chained.epoch_loss, chained.epoch_ifo, chained.history),
+        (bare.params, bare.epoch_loss, bare.epoch_ifo, bare.history))
     # F includes h: it is f + mu ||X||_1 at the final point.
     f = jnp.mean(jax.vmap(problems.spca_loss, (None, 0))(bare.params, data))
     np.testing.assert_allclose(bare.epoch_loss[-1], f + 0.3 * jnp.sum(jnp.abs(bare.params)),
@@ -109,6 +111,12 @@ def test_step_info_and_needs_are_found_through_chains():
     state = opt.init(X0)
     info = rproxjax.step_info(state)
     assert isinstance(info, rproxjax.StepInfo)
+    # The record's arrays: scalars, and the Stiefel block's subproblem record (a multiplier
+    # r x r, the warm start's subgradient d x r), in the params' dtype.
+    chex.assert_shape([info.zeta_norm, info.halted, info.ssn.lam, info.ssn.subgradient],
+                      [(), (), (R, R), (D, R)])
+    chex.assert_type([info.zeta_norm, info.halted, info.ssn.status, info.ssn.lam],
+                     [jnp.float64, jnp.bool_, jnp.int32, jnp.float64])
     assert optax.tree_utils.tree_get(state, "info") is info
     needs = rproxjax._contract.find_needs(jax.eval_shape(opt.init, X0))
     assert needs == rproxjax.Needs(refresh_every=5, grad_fn=True, grad_fn_point="prev_params")
@@ -128,8 +136,8 @@ def test_transforms_compose_into_the_named_optimizers(data):
                           rproxjax.retract(0.5))
     a = _fit(by_hand, data)
     b = _fit(rproxjax.r_prox_spb(0.5, 0.2, reg, q=4), data)
-    np.testing.assert_array_equal(a.params, b.params)
-    np.testing.assert_array_equal(a.epoch_loss, b.epoch_loss)
+    chex.assert_trees_all_equal((a.params, a.epoch_loss, a.epoch_ifo, a.history),
+                                (b.params, b.epoch_loss, b.epoch_ifo, b.history))
 
 
 def test_full_batch_method_refuses_minibatches(data):
@@ -155,7 +163,7 @@ def test_blocks_are_typed_pytrees():
         z = block.project(x, v)
         np.testing.assert_allclose(x.T @ z + z.T @ x, 0.0, atol=1e-12)
         assert float(block.feasibility(block.retract(x, z))) < 1e-12
-    np.testing.assert_array_equal(rproxjax.Euclidean().project(x, v), v)
+    chex.assert_trees_all_equal(rproxjax.Euclidean().project(x, v), v)
 
 
 def test_compile_once_compiles_ahead_of_the_timed_calls(compilations):
