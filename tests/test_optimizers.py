@@ -1,10 +1,12 @@
 """Optimizers: ManPG reference run, R-Subgrad, R-SpiderBoost, optax integration, errors."""
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from absl.testing import parameterized
 
 import rproxjax
 from rproxjax import grassmann, stiefel
@@ -155,6 +157,7 @@ def test_every_retraction_keeps_iterates_feasible(method):
         return jax.lax.scan(body, (x, state), None, length=200)[0]
 
     x, _ = run(x, state)
+    chex.assert_tree_all_finite(x)
     assert float(stiefel.feasibility(x)) < 1e-12
 
 
@@ -296,6 +299,9 @@ def test_mixed_geometry_blocks_in_chain_jit_and_vmap():
     angles = grassmann.principal_angles(out["u"], jnp.eye(10)[:, :2])
     assert float(jnp.max(angles)) < 1e-6
     swept = jax.vmap(run)(jnp.array([0.1, 0.5]))
+    chex.assert_tree_shape_prefix(swept, (2,))
+    chex.assert_trees_all_equal_shapes(jax.tree.map(lambda a: a[0], swept), params)
+    chex.assert_tree_all_finite(swept)
     np.testing.assert_allclose(swept["s"][0], out["s"], atol=1e-10)
     np.testing.assert_allclose(
         swept["s"][1], jnp.sign(target) * jnp.maximum(jnp.abs(target) - 0.5, 0.0), atol=1e-8)
@@ -375,3 +381,44 @@ def test_subgradient_warm_start_saves_newton_steps_along_a_run():
         x = optax.apply_updates(x, updates)
     new, old = (np.mean(steps[n]) for n in ("subgradient", "lam_h"))
     assert new < 0.5 * old, (new, old)
+
+
+class TestUpdateUnderJit(chex.TestCase):
+    """An optimizer's ``update`` run as it is and inside ``jax.jit`` (chex variants): three
+    steps of R-ProxSGD with l1 (a subproblem solve each) and of R-ProxSPB (a refresh, then
+    the R-SARAH recursion through ``grad_fn``) give the same updates and states."""
+
+    def _problem(self):
+        a = jnp.diag(jnp.linspace(5.0, 1.0, 8))
+        x = stiefel.random_point(jax.random.key(80), 8, 2)
+        return (lambda x: -2 * a @ x), x
+
+    def _run(self, opt, update, grad, x):
+        state, steps = opt.init(x), []
+        for _ in range(3):
+            updates, state = update(grad(x), state, x)
+            steps.append((updates, state))
+            x = optax.apply_updates(x, updates)
+        return steps
+
+    @chex.variants(with_jit=True, without_jit=True)
+    @parameterized.named_parameters(("r_prox_sgd", "r_prox_sgd"), ("r_prox_spb", "r_prox_spb"))
+    def test_update(self, name):
+        grad, x = self._problem()
+        if name == "r_prox_sgd":
+            opt = rproxjax.r_prox_sgd(0.5, 0.2, rproxjax.l1(0.05))
+        else:  # grad_fn is a function: closed over, not an argument of the jitted update
+            spb = rproxjax.r_prox_spb(0.5, 0.2, rproxjax.l1(0.05), q=2)
+            opt = optax.GradientTransformationExtraArgs(
+                spb.init, lambda g, s, p: spb.update(g, s, p, grad_fn=grad))
+        steps = self._run(opt, self.variant(opt.update), grad, x)
+        reference = self._run(opt, opt.update, grad, x)
+        for (updates, state), (ref_updates, ref_state) in zip(steps, reference, strict=True):
+            chex.assert_shape(updates, (8, 2))
+            chex.assert_type(updates, jnp.float64)
+            chex.assert_tree_all_finite((updates, state))
+            chex.assert_trees_all_equal_structs(state, ref_state)
+            chex.assert_trees_all_close((updates, state), (ref_updates, ref_state),
+                                        atol=1e-12, rtol=1e-10)
+        info = rproxjax.step_info(steps[-1][1])
+        assert not bool(info.halted) and float(info.zeta_norm) > 0
