@@ -1424,7 +1424,8 @@ def _demo(*extra):
 
 
 CLI = [
-    case("demo, tiny valid run", _demo(), cli_ok("R-ProxSPB", "R-ProxSGD", "R-Subgrad")),
+    pytest.param(_demo(), cli_ok("R-ProxSPB", "R-ProxSGD", "R-Subgrad"), id="demo, tiny valid run",
+                 marks=pytest.mark.slow),  # test_demo.py runs the demo
     case("demo --q abc", _demo("--q", "abc"), cli_error("q")),
     case("demo --q 1 (subprocess)",
          ["-m", "rproxjax", "--n", "200", "--r", "2", "--q", "1", "--no-plot"],

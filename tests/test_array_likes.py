@@ -45,7 +45,8 @@ OPTIMIZERS = {
 HYPER = {"eta": np.float64(0.2), "gamma": np.array(0.5), "mu": np.array(0.05)}
 
 
-@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+@pytest.mark.parametrize("name", [n if n not in ("manpg", "r_prox_svrg") else pytest.param(
+    n, marks=pytest.mark.slow) for n in sorted(OPTIMIZERS)])
 def test_fit_and_pure_fit_take_numpy(name):
     make, kw = OPTIMIZERS[name]
     kw = {"batch_size": 20, **kw}

@@ -18,7 +18,8 @@ from tests.experiment_checks import run_tiny as _run
 SPCA = [name for name, cfg in experiments.CONFIGS.items() if cfg.kind == "spca"]
 
 
-@pytest.mark.parametrize("name", SPCA)
+@pytest.mark.parametrize("name", [n if n == "spca-fashion-r10" else pytest.param(
+    n, marks=pytest.mark.slow) for n in SPCA])  # one configuration in the default run
 def test_sparse_pca_configuration_end_to_end(name, tiny_results):
     result = _run(name, tiny_results)
     _check_file(result, tiny_results)

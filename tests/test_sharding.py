@@ -22,6 +22,7 @@ from tests.sharding_reference import reference_plain
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow  # 60-90 s: the 4-device tests in a subprocess of their own
 def test_four_device_runs_in_a_subprocess():
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
                JAX_PLATFORMS="cpu")

@@ -367,7 +367,8 @@ def test_derivatives_at_a_vertical_tangent_vector_are_finite_and_exact(method):
 
 @pytest.mark.parametrize(("method", "path"), [("polar", "this backend"),
                                             ("polar", "accelerator path"),
-                                            ("exp", "this backend"),  # one path
+                                            pytest.param("exp", "this backend",
+                                                         marks=pytest.mark.slow),  # one path
                                             ("qr", "this backend")])
 def test_second_derivatives_of_retractions_match_finite_differences(method, path):
     # Hessians over ambient v at v = 0, at a vertical v (equal eigenvalues of a^T a) and at a

@@ -258,7 +258,7 @@ def degenerate_subproblem():
     return res.params, g, rproxjax.step_info(res.opt_state).ssn.lam
 
 
-@pytest.mark.parametrize("linear_solver", ["dense", "cg"])
+@pytest.mark.parametrize("linear_solver", [pytest.param("dense", marks=pytest.mark.slow), "cg"])
 def test_unconverged_calls_return_the_best_iterate(degenerate_subproblem, linear_solver):
     """Non-converged calls return the iterate with the smallest residual: the residual
     reported for max_steps = k does not increase with k (the trajectory does not depend on
@@ -426,7 +426,8 @@ def test_bad_inputs_raise_clear_errors():
         rproxjax.r_prox_sgd(0.1, 0.1, reg, ssn=rproxjax.SSN.stochastic(method="newton"))
 
 
-@pytest.mark.parametrize("method", ["secant", "adaptive", "reference"])
+@pytest.mark.parametrize("method", [pytest.param("secant", marks=pytest.mark.slow), "adaptive",
+                                    "reference"])
 def test_lam_h_warm_start_equals_the_shifted_multiplier(method):
     # lam_h = Lambda - sym(X^T G) / 2 of a solve restarts the same solve at its solution, and
     # tangent_prox(lam_h=...) is tangent_prox(lam=lam_h + sym(X^T G) / 2).
@@ -488,7 +489,7 @@ def test_subgradient_is_in_the_subdifferential_and_gives_the_multiplier(reg):
     np.testing.assert_allclose(info.lam, 0.25 * (a + a.T) + e / (4 * t), atol=1e-13)
 
 
-@pytest.mark.parametrize("method", ["secant", "adaptive"])
+@pytest.mark.parametrize("method", [pytest.param("secant", marks=pytest.mark.slow), "adaptive"])
 def test_subgradient_warm_start_is_the_multiplier_at_the_new_point(method):
     # subgradient=V starts from Lambda_0 = sym(X^T (G + V)) / 2 at the new (X, G): the same
     # iterates as lam=Lambda_0, and the same solution as a cold start.
