@@ -116,10 +116,11 @@ def scenario_first_fit() -> dict:
     key = jax.random.key(0)
     out = {}
     for label, (mu, eta, gamma) in (("first", (0.1, 0.5, 1.0)), ("new values", (0.2, 0.3, 0.7))):
-        for name, make in (("R-ProxSGD", lambda: rproxjax.r_prox_sgd(eta, gamma,
-                                                                     rproxjax.l1(mu))),
-                           ("R-ProxSPB", lambda: rproxjax.r_prox_spb(eta, gamma,
-                                                                     rproxjax.l1(mu), q=10))):
+        makers = (("R-ProxSGD", lambda e=eta, g=gamma, m=mu: rproxjax.r_prox_sgd(
+                       e, g, rproxjax.l1(m))),
+                  ("R-ProxSPB", lambda e=eta, g=gamma, m=mu: rproxjax.r_prox_spb(
+                       e, g, rproxjax.l1(m), q=10)))
+        for name, make in makers:
             out[f"{name}, {label}"] = _measure(lambda make=make: jax.block_until_ready(
                 rproxjax.fit(make(), rproxjax.problems.spca_loss, x0, data, key=key,
                              batch_size=50, num_epochs=3).params))

@@ -722,7 +722,8 @@ def main(argv=None, ssn=None):
         markdown = "\n".join([title, "", table, "", *notes, "", sweep_md, "",
                               f"Total benchmark time {elapsed:.0f} s."])
         payload = {
-            "settings": {"data": args.data, "n": n, "d": D, "r": R, "b": B, "gamma": GAMMA, "eta0": ETA0, "q": Q,
+            "settings": {"data": args.data, "n": n, "d": D, "r": R, "b": B, "gamma": GAMMA,
+                         "eta0": ETA0, "q": Q,
                          "T": T, "warmup_steps": WARMUP_STEPS, "chunk": CHUNK,
                          "sweep_mu": SWEEP_MU, "goal_step_ratio": GOAL_STEP,
                          "goal_vmap_ratio": GOAL_VMAP, "ssn_changes": changes,
