@@ -47,6 +47,13 @@ def test_getting_started_optax_loop(getting_started):
     assert int(ns["res"].epoch_ifo[-1]) > 0
 
 
+def test_getting_started_early_stopping(getting_started):
+    ns = getting_started
+    epochs = len(ns["seen"])
+    assert 1 < epochs < 100 and ns["res_stopped"].epoch_loss.shape == (epochs + 1,)
+    np.testing.assert_array_equal(ns["res_stopped"].epoch_loss[1:], np.asarray(ns["seen"]))
+
+
 def test_getting_started_sweep(getting_started):
     params, losses = getting_started["params"], getting_started["losses"]
     assert params.shape == (4, 100, 5) and losses.shape == (4, 2)
