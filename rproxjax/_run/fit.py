@@ -18,6 +18,7 @@ variance of the estimate, the loss) are not counted.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import time
@@ -42,7 +43,13 @@ from rproxjax._run.checks import (
 )
 from rproxjax._run.compile import compile_once
 from rproxjax._run.data import FiniteSum, Plan, Stream, chunk_steps, is_dataset
-from rproxjax._run.monitor import EpochInfo, Monitor, check_callback, traced_callback
+from rproxjax._run.monitor import (
+    EpochInfo,
+    Monitor,
+    check_callback,
+    check_progress,
+    traced_callback,
+)
 from rproxjax._run.program import EpochProgram, History, make_objective, state_blocks
 from rproxjax._run.sharding import ShardedFiniteSum, data_mesh
 from rproxjax._typing import Array, ArrayLike, PRNGKey, PyTree
@@ -360,8 +367,7 @@ def fit(optimizer: optax.GradientTransformation, loss_fn: Callable[[PyTree, PyTr
         raise ValueError("fit drives epochs from the host and cannot be traced; inside "
                          "jax.jit or jax.vmap call rproxjax.pure_fit (same arguments).")
     check_callback(callback)
-    if not isinstance(progress, bool | np.bool_):
-        raise TypeError(f"progress must be True or False, got {progress!r}.")
+    check_progress(progress)
     settings = _settings(batch_size, num_epochs, num_steps, steps_per_epoch,
                          refresh_batch_size, chunk_size)
     program, epochs, last, carry = _prepare(optimizer, loss_fn, params, data, key, opt_state,
@@ -447,8 +453,6 @@ def _finite_loop(program, carry, key, total, last, monitor):
     call each, timed. Two programs besides the epoch's (and its partial last epoch's):
     ``post`` evaluates F at the carry and draws the next epoch's sample indices (both
     outside the timing), splitting one key per epoch as :func:`_epoch_keys` does."""
-    carry0_ifo = carry[2]
-
     def post(c, k, draw):
         def drawn(k):
             k, sub = jax.random.split(k)
@@ -461,9 +465,8 @@ def _finite_loop(program, carry, key, total, last, monitor):
 
     post = compile_once(post, carry, key, np.bool_(True))
     loss, key_next, inputs = post(carry, key, np.bool_(True))
-    programs, hists, losses, ifos, times, elapsed = {}, [], [loss], [], [0.0], 0.0
-    info = None
-    try:
+    programs, epochs, elapsed = {}, _Epochs(carry, True, key, loss), 0.0
+    with epochs.kept(monitor):
         for e in range(total):
             partial = last if e == total - 1 else None
             if partial not in programs:
@@ -474,21 +477,9 @@ def _finite_loop(program, carry, key, total, last, monitor):
             elapsed += time.perf_counter() - start
             key = key_next
             loss, key_next, inputs = post(carry, key, np.bool_(e < total - 1))
-            hists.append(hist)
-            losses.append(loss)
-            ifos.append(carry[2])
-            times.append(elapsed)
-            info = EpochInfo(e + 1, total, carry[0], carry[1], loss, carry[2], elapsed, key)
-            if monitor.update(info):
+            if monitor.update(epochs.add(carry, hist, loss, elapsed, total, key)):
                 break
-    except Exception as err:
-        if hists:
-            err.partial_result = _assemble(carry, hists, losses, ifos, times, carry0_ifo, key,
-                                           True)
-        raise
-    finally:
-        monitor.close(info)
-    return _assemble(carry, hists, losses, ifos, times, carry0_ifo, key, True)
+    return epochs.result()
 
 
 def _host_loop(program, carry, inputs_iter, key, monitor, total, last=None):
@@ -498,7 +489,6 @@ def _host_loop(program, carry, inputs_iter, key, monitor, total, last=None):
     segments. The times exclude compilation and, in finite-sum mode, drawing the epoch's
     sample indices and evaluating F. ``last``: the steps of a partial last epoch
     (finite-sum mode), which runs the first ``last`` steps of its epoch's samples."""
-    carry0_ifo = carry[2]
     finite = program.finite_sum
     parts = program.segments()
 
@@ -509,9 +499,8 @@ def _host_loop(program, carry, inputs_iter, key, monitor, total, last=None):
             programs[name] = compile_once(fn, *args)
         return jax.block_until_ready(programs[name](*args))
 
-    hists, losses, ifos, times, elapsed = [], [], [], [0.0], 0.0
-    info = None
-    try:
+    epochs, elapsed = _Epochs(carry, finite, key), 0.0
+    with epochs.kept(monitor):  # e.g. a stream that fails in a later chunk: keep the work
         for e, element in enumerate(inputs_iter):
             part = 0 if parts is None else int(e % parts[2] != 0)
             partial = last if finite and e == total - 1 else None
@@ -526,39 +515,65 @@ def _host_loop(program, carry, inputs_iter, key, monitor, total, last=None):
                 programs[shapes] = compile_once(_epoch_fn(prog, partial), carry, element)
             if finite and end_loss is None:  # F after each epoch, outside the timing
                 end_loss = compile_once(lambda c: program.end_loss(c, None), carry)
-                losses.append(end_loss(carry))
+                epochs.losses.append(end_loss(carry))
             start = time.perf_counter()
             carry, hist, loss = programs[shapes](carry, element)
             jax.block_until_ready(carry)
             elapsed += time.perf_counter() - start
             loss = end_loss(carry) if finite else loss
-            hists.append(hist)
-            losses.append(loss)
-            ifos.append(carry[2])
-            times.append(elapsed)
-            info = EpochInfo(e + 1, total, carry[0], carry[1], loss, carry[2], elapsed,
-                             key if finite else None)
-            if monitor.update(info):
+            if monitor.update(epochs.add(carry, hist, loss, elapsed, total)):
                 break
-    except Exception as err:  # e.g. a stream that fails in a later chunk: keep the work done
-        if hists:
-            err.partial_result = _assemble(carry, hists, losses, ifos, times, carry0_ifo, key,
-                                           finite)
-        raise
-    finally:
-        monitor.close(info)
-    return _assemble(carry, hists, losses, ifos, times, carry0_ifo, key, finite)
+    return epochs.result()
 
 
-def _assemble(carry, hists, losses, ifos, times, carry0_ifo, key, finite):
-    """The FitResult of the epochs run so far (joined on the host: nothing to compile)."""
-    if not finite:
-        losses = [np.asarray(np.nan, jnp.result_type(*jax.tree.leaves(carry[0])))] + losses
-    put = jax.device_put  # a transfer; jnp.asarray would compile a copy per shape
-    history = jax.tree.map(lambda *a: put(np.concatenate([np.asarray(x) for x in a])), *hists)
-    losses = put(np.stack([np.asarray(v) for v in losses]))
-    ifos = np.stack([np.asarray(carry0_ifo)] + [np.asarray(v) for v in ifos])
-    return FitResult(carry[0], carry[1], history, losses, put(ifos), put(np.asarray(times)), key)
+class _Epochs:
+    """The epochs a host loop has run: histories, F, IFOs and times (host lists), joined
+    into a :class:`FitResult` on the host (nothing to compile). ``key`` is the run's key
+    after the recorded epochs (finite-sum mode: each epoch's own; online: the run's)."""
+
+    def __init__(self, carry, finite, key, loss0=None):
+        self.carry, self.finite, self.key, self.ifo0 = carry, finite, key, carry[2]
+        self.hists, self.losses, self.ifos, self.times = [], [], [], [0.0]
+        if loss0 is not None:
+            self.losses.append(loss0)
+        self.info = None
+
+    def add(self, carry, hist, loss, elapsed, total, key=None) -> EpochInfo:
+        """Records an epoch; its :class:`EpochInfo` (finite-sum mode: with the key that
+        resumes the run; online: none)."""
+        self.carry, self.key = carry, self.key if key is None else key
+        self.hists.append(hist)
+        self.losses.append(loss)
+        self.ifos.append(carry[2])
+        self.times.append(elapsed)
+        self.info = EpochInfo(len(self.hists), total, carry[0], carry[1], loss, carry[2],
+                              elapsed, self.key if self.finite else None)
+        return self.info
+
+    @contextlib.contextmanager
+    def kept(self, monitor):
+        """An error raised by the loop carries the epochs run so far as
+        ``err.partial_result``; the monitor is closed either way."""
+        try:
+            yield
+        except Exception as err:
+            if self.hists:
+                err.partial_result = self.result()
+            raise
+        finally:
+            monitor.close(self.info)
+
+    def result(self) -> FitResult:
+        carry, losses = self.carry, self.losses
+        if not self.finite:
+            losses = [np.asarray(np.nan, jnp.result_type(*jax.tree.leaves(carry[0])))] + losses
+        put = jax.device_put  # a transfer; jnp.asarray would compile a copy per shape
+        history = jax.tree.map(lambda *a: put(np.concatenate([np.asarray(x) for x in a])),
+                               *self.hists)
+        losses = put(np.stack([np.asarray(v) for v in losses]))
+        ifos = np.stack([np.asarray(self.ifo0)] + [np.asarray(v) for v in self.ifos])
+        return FitResult(carry[0], carry[1], history, losses, put(ifos),
+                         put(np.asarray(self.times)), self.key)
 
 
 def pure_fit(optimizer: optax.GradientTransformation,
