@@ -104,6 +104,11 @@ def _bar(total, stream, unit="epoch"):
     return _Tqdm(tqdm, total, stream, unit)
 
 
+def check_progress(progress) -> None:
+    if not isinstance(progress, bool | np.bool_):
+        raise TypeError(f"progress must be True or False, got {progress!r}.")
+
+
 def check_callback(callback) -> None:
     if callback is not None and not callable(callback):
         raise TypeError(f"callback must be callable (it receives an EpochInfo), got "
@@ -123,8 +128,7 @@ class Monitor:
 
     def __init__(self, total: int, n: int, progress: bool = False,
                  callback: Callable[[EpochInfo], Any] | None = None, stream=None):
-        if not isinstance(progress, bool | np.bool_):
-            raise TypeError(f"progress must be True or False, got {progress!r}.")
+        check_progress(progress)
         check_callback(callback)
         stream = sys.stderr if stream is None else stream
         self.total, self.n, self.callback = total, n, callback

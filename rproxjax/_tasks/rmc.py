@@ -22,7 +22,7 @@ from rproxjax._linalg import mm
 from rproxjax._optimizers import inverse_sqrt_schedule, r_prox_sgd, r_prox_spb, r_subgrad
 from rproxjax._regularizers import l1
 from rproxjax._run.fit import FitResult, pure_fit
-from rproxjax._run.monitor import Relay
+from rproxjax._run.monitor import Relay, check_progress
 from rproxjax._typing import Array, ArrayLike, DTypeLike, PRNGKey
 
 __all__ = ["DEFAULT_STEPS", "REFERENCE_MAGNITUDE", "RMCResult", "robust_matrix_completion"]
@@ -364,11 +364,7 @@ def robust_matrix_completion(M: ArrayLike, mask: ArrayLike, rank: int, *, gamma:
     budget = _number("budget", budget, low=0.0, low_open=True, what="a number > 0")
     batch_fraction = _number("batch_fraction", batch_fraction, low=0.0, high=1.0,
                              low_open=True, what="in (0, 1]")
-    q_int = _checks.index_or_none(q)
-    if q_int is None:
-        raise TypeError(f"q must be an int, got {q!r}.")
-    if q_int < 2:
-        raise ValueError(f"q must be an int >= 2, got {q!r}.")
+    q_int = _refresh_period(q)
     values = _observed(matrix, obs)
     key = _run_key(key, seed)
 
@@ -386,8 +382,7 @@ def robust_matrix_completion(M: ArrayLike, mask: ArrayLike, rank: int, *, gamma:
     nnz = int(values.size)
     u0 = _initial_u(matrix, obs, r)
     wdt = matrix.dtype
-    if not isinstance(progress, bool | np.bool_):
-        raise TypeError(f"progress must be True or False, got {progress!r}.")
+    check_progress(progress)
     with _RELAY.watch(nnz, bool(progress)):
         res, v, low_rank, outliers, objective, objective0 = _solve(
             jnp.asarray(eta, wdt), jnp.asarray(step_scale * nnz, wdt), jnp.asarray(u_scale, wdt),
@@ -401,6 +396,16 @@ def robust_matrix_completion(M: ArrayLike, mask: ArrayLike, rank: int, *, gamma:
     if throw:
         _raise_if_failed(result)
     return result
+
+
+def _refresh_period(q) -> int:
+    """R-ProxSPB's q as an int >= 2 (a TypeError for a non-integer)."""
+    q_int = _checks.index_or_none(q)
+    if q_int is None:
+        raise TypeError(f"q must be an int, got {q!r}.")
+    if q_int < 2:
+        raise ValueError(f"q must be an int >= 2, got {q!r}.")
+    return q_int
 
 
 def _raise_if_failed(result: RMCResult) -> None:

@@ -25,7 +25,7 @@ from rproxjax._manpg import manpg
 from rproxjax._optimizers import inverse_sqrt_schedule, r_prox_sgd, r_prox_spb, r_subgrad
 from rproxjax._regularizers import l1
 from rproxjax._run.fit import FitResult, pure_fit
-from rproxjax._run.monitor import Relay, Stages
+from rproxjax._run.monitor import Relay, Stages, check_progress
 from rproxjax._ssn.config import SSN
 from rproxjax._typing import Array, ArrayLike, DTypeLike
 from rproxjax.problems import spca_loss
@@ -348,25 +348,15 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
     if mu is not None and nonzeros is not None:
         raise ValueError("give mu or nonzeros, not both.")
     passes = _positive_float("passes", passes)
-    if not isinstance(progress, bool | np.bool_):
-        raise TypeError(f"progress must be True or False, got {progress!r}.")
+    check_progress(progress)
     dtype = data.dtype
-    b = min(n, max(1, round(math.sqrt(n)))) if batch_size is None else \
-        _positive_int("batch_size", batch_size, 1, n)
-    q = max(2, round(n / (2 * b))) if q is None else _positive_int("q", q, 2)
-    if method == "manpg":
-        b = n
+    b, q = _sizes(method, n, batch_size, q)
     seed = _positive_int("seed", seed, 0)
-    x0_given = x0 is not None
-    if x0_given:
-        x0 = _as_matrix("x0", x0, dtype)
-        if x0.shape != (d, r):
-            raise ValueError(f"x0 must have shape (d, r) = {(d, r)}, got {x0.shape}.")
+    x0_given, x0 = x0 is not None, _start(x0, d, r, dtype)
     # One compiled program for the data's side (centring, checks, scales, start, keys) and
     # one for the results' (metrics, scores); the rest is NumPy on the host: a first call
     # compiles few programs, and a second with new values compiles none.
-    prep = _prepare(data, np.uint32(seed), x0_given,
-                    x0 if x0_given else np.zeros((d, r), dtype), center=bool(center))
+    prep = _prepare(data, np.uint32(seed), x0_given, x0, center=bool(center))
     lam_max, mu_max = _checked_scales(prep)
     gamma = 1.0 / (2.0 * lam_max) if gamma is None else _positive_float("gamma", gamma)
     eta = 1.0 if eta is None else _positive_float("eta", eta)
@@ -400,6 +390,25 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
         nonzeros=int(np.sum(np.asarray(nnz_cols))), nonzeros_per_component=nnz_cols,
         mu=mu_out, method=method, num_steps=steps, passes=ifo_n, history=history, path=path,
         settings=settings)
+
+
+def _sizes(method, n, batch_size, q):
+    """(minibatch size b, refresh period q): b = sqrt(n) and q = n / (2 b) by default;
+    ManPG's batch is the data set."""
+    b = min(n, max(1, round(math.sqrt(n)))) if batch_size is None else \
+        _positive_int("batch_size", batch_size, 1, n)
+    q = max(2, round(n / (2 * b))) if q is None else _positive_int("q", q, 2)
+    return (n if method == "manpg" else b), q
+
+
+def _start(x0, d, r, dtype):
+    """A given start point checked (d x r, the data's dtype), else zeros (PCA start)."""
+    if x0 is None:
+        return np.zeros((d, r), dtype)
+    x0 = _as_matrix("x0", x0, dtype)
+    if x0.shape != (d, r):
+        raise ValueError(f"x0 must have shape (d, r) = {(d, r)}, got {x0.shape}.")
+    return x0
 
 
 def _checked_scales(prep):
