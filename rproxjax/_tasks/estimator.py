@@ -26,7 +26,7 @@ class SparsePCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
       n_components: r (default: all features, ``min(n_samples, n_features)``).
       mu: the l1 weight (default 0.1 of the data's mu_max, see :func:`sparse_pca`).
       nonzeros: a target total count of nonzeros instead of ``mu``.
-      method, passes, center, batch_size, q, eta, gamma: as in :func:`sparse_pca`.
+      method, passes, center, batch_size, q, eta, gamma, refit: as in :func:`sparse_pca`.
       random_state: an int seed (None: 0, so that fits are reproducible).
 
     Attributes:
@@ -57,7 +57,7 @@ class SparsePCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     def __init__(self, n_components: int | None = None, *, mu: ArrayLike | None = None,
                  nonzeros: int | None = None, method: str = "r_prox_spb", passes: float = 10.0,
                  center: bool = True, batch_size: int | None = None, q: int | None = None,
-                 eta: float | None = None, gamma: float | None = None,
+                 eta: float | None = None, gamma: float | None = None, refit: bool = True,
                  random_state: int | None = None) -> None:
         self.n_components = n_components
         self.mu = mu
@@ -69,6 +69,7 @@ class SparsePCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self.q = q
         self.eta = eta
         self.gamma = gamma
+        self.refit = refit
         self.random_state = random_state
 
     def fit(self, X: npt.ArrayLike, y: Any = None) -> Self:
@@ -83,7 +84,8 @@ class SparsePCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                              f"an int seed), got {type(seed).__name__}.")
         res = sparse_pca(X, r, mu=self.mu, nonzeros=self.nonzeros, method=self.method,  # type: ignore[arg-type]
                          passes=self.passes, center=self.center, batch_size=self.batch_size,
-                         q=self.q, eta=self.eta, gamma=self.gamma, seed=int(seed))
+                         q=self.q, eta=self.eta, gamma=self.gamma, refit=self.refit,
+                         seed=int(seed))
         dtype = X.dtype  # type: ignore[union-attr]
         self.components_ = np.asarray(res.components, dtype).T.copy()
         self.mean_ = np.asarray(res.mean, dtype)
