@@ -441,8 +441,13 @@ def random_point(key: PRNGKey, d: int, r: int, dtype: DTypeLike | None = None, *
     dims = [_checks.index_or_none(n) for n in shape] if isinstance(shape, tuple | list) else None
     if dims is None or any(n is None or n < 0 for n in dims):
         raise ValueError(f"shape must be a tuple of non-negative integers, got {shape!r}.")
-    g = jax.random.normal(key, tuple(dims) + (d, r), dtype=dtype)
-    return _sign_fix_qr(g)
+    return _random_point(key, tuple(dims) + (d, r), jnp.dtype(dtype))
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def _random_point(key, shape, dtype):
+    """The draw and its QR as one compiled program (eagerly, each operation compiles one)."""
+    return _sign_fix_qr(jax.random.normal(key, shape, dtype=dtype))
 
 
 @jax.jit
