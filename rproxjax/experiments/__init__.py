@@ -14,9 +14,11 @@ or from Python::
 
 Each run writes ``<out>/<name>.json`` (every curve and number, the configuration, the
 machine, the JAX version and the date) after every finished unit, so an interrupted run
-resumes where it stopped. ``summary.claims`` in the file lists the paper's claims (quoted)
-and, apart, the project's own checks, each checked on every reported seed with the count
-that pass and its numbers (:mod:`rproxjax.experiments._claims`).
+resumes where it stopped. ``summary.claims`` lists the paper's claims at its settings
+(quoted), the same comparisons at the project's own panels, the project's checks and the
+foregone comparisons, each with its outcome on every reported seed (a win only by more
+than the seed-to-seed spread) and its numbers (:mod:`rproxjax.experiments._claims`);
+:func:`claim_lines` recomputes them from a file's units with the present accounting.
 
 Configurations (see :data:`CONFIGS`): ``spca-{mnist,fashion}-r{10,15}`` (Figures 1-3 and
 Table best_eta), ``peers-{mnist,fashion}`` (Table added_exp: against SPAMS and
@@ -47,6 +49,7 @@ __all__ = [
     "PeersConfig",
     "RMCConfig",
     "SPCAConfig",
+    "claim_lines",
     "get_config",
     "load",
     "plot",
@@ -78,3 +81,22 @@ def run(name: str, *, size: str = "paper", out_dir="results", force: bool = Fals
     else:
         from rproxjax.experiments import _rmc as module
     return module.run(name, cfg, out_dir, force=force, progress=progress)
+
+
+def claim_lines(result: dict) -> list[str]:
+    """The claims of a results file, recomputed from its units with the present accounting:
+    one line of counts per kind (the paper's claims, the project's panels, its checks, the
+    foregone comparisons), then one line per claim with its verdict over the seeds."""
+    from rproxjax.experiments import _claims
+    from rproxjax.experiments._report import summarize
+
+    claims = summarize(result)["claims"]
+    t = _claims.tally(claims)
+    names = {"paper": "the paper's claims", "panel": "the project's panels",
+             "check": "the project's checks"}
+    lines = [f"{names[k]}: {t[k]['pass']}/{t[k]['total']} pass, {t[k]['tie']} ties, "
+             f"{t[k]['mixed']} mixed, {t[k]['fail']} FAIL" for k in names if t[k]["total"]]
+    lines.append(f"foregone (not counted): {t['foregone']}")
+    lines += [f"  [{c['kind']}: {_claims.verdict(c)}] {c['claim']}: {c['numbers']}"
+              for c in claims]
+    return lines

@@ -12,7 +12,6 @@ def main(argv=None) -> int:
     jax.config.update("jax_enable_x64", True)  # the paper's experiments run in float64
 
     from rproxjax import experiments
-    from rproxjax.experiments._claims import verdict
 
     parser = argparse.ArgumentParser(
         prog="python -m rproxjax.experiments",
@@ -28,14 +27,14 @@ def main(argv=None) -> int:
     parser.add_argument("--no-plot", action="store_true")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     parser.add_argument("--report", action="store_true",
-                        help="(re)write <out>/README.md from the saved results")
+                        help="(re)write <out>/README.md and the figures from the saved results")
     args = parser.parse_args(argv)
     if args.out is None:
         args.out = "results" if args.size == "paper" else "results/tiny"
     if args.report and not args.names:
         from rproxjax.experiments._report import write_report
 
-        print(f"wrote {write_report(args.out)}")
+        print(f"wrote {write_report(args.out, figures=not args.no_plot)}")
         return 0
     if args.list or not args.names:
         for name, cfg in experiments.CONFIGS.items():
@@ -50,15 +49,8 @@ def main(argv=None) -> int:
     for name in names:
         result = experiments.run(name, size=args.size, out_dir=args.out, force=args.force,
                                  progress=not args.quiet)
-        claims = result["summary"]["claims"]
-        paper = [c for c in claims if c.get("kind", "paper") == "paper"]
-        checks = [c for c in claims if c.get("kind", "paper") != "paper"]
-        print(f"{name}: {sum(c['pass'] for c in paper)}/{len(paper)} of the paper's claims "
-              f"pass on every seed; {sum(c['pass'] for c in checks)}/{len(checks)} of the "
-              "project's checks")
-        for c in claims:
-            kind = "paper" if c.get("kind", "paper") == "paper" else "check"
-            print(f"  [{kind}: {verdict(c)}] {c['claim']}: {c['numbers']}")
+        print(name)
+        print("\n".join(experiments.claim_lines(result)))
         if not args.no_plot:
             for path in experiments.plot(result, args.out):
                 print(f"  saved {path}")

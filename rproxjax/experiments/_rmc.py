@@ -386,8 +386,9 @@ def step_grid_summary(units, cfg) -> list[dict]:
     return rows
 
 
-def _paired(a, b) -> list[bool]:
-    return [x < y for x, y in zip(a, b, strict=True)]
+def _paired(a, b) -> list[str]:
+    """Per seed, "a is below b" as a win, tie or loss by the seed-spread margin."""
+    return _claims.lower(a, b)
 
 
 def claims(by, ref, seeds) -> list[dict]:
@@ -414,7 +415,7 @@ def claims(by, ref, seeds) -> list[dict]:
     out.append(_claims.check(
         "the converged reference (the model's minimizer) is closer to the temporal median than "
         "every method's budgeted run",
-        [r < b for r, b in zip(ref["error_per_seed"], best, strict=True)],
+        _claims.lower(ref["error_per_seed"], best),
         f"reference error {_fmt(ref['error'], '.4f')} (relative F change over its last half "
         f"at most {ref['F_change_last_half']:.1e}) against the runs' "
         f"{_fmt(band(best), '.4f')} (best method per seed) to {_fmt(band(worst), '.4f')}"))

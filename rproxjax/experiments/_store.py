@@ -8,11 +8,13 @@ the requested one is not reused (the caller asks for ``force=True`` to overwrite
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import os
 import pathlib
 import platform
+import subprocess
 import sys
 import tempfile
 
@@ -40,7 +42,55 @@ def machine() -> dict:
         "x64": bool(jax.config.jax_enable_x64),
         # other work on the machine slows the timed curves: the 1/5/15-minute load averages
         "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        **source(),
+        "solver_defaults": solver_defaults(),
     }
+
+
+def source() -> dict:
+    """The library's git commit and whether its tracked files (outside ``results/``) had
+    uncommitted changes; None for both outside a git checkout (an installed wheel)."""
+    root = pathlib.Path(__file__).resolve().parents[2]
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True,
+                              text=True, timeout=30, check=True).stdout.strip()
+
+    try:
+        if not (root / ".git").exists():
+            raise FileNotFoundError(root / ".git")
+        commit = git("rev-parse", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".",
+                    ":(exclude)results")
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "tree_clean": None}
+    return {"commit": commit, "tree_clean": not dirty}
+
+
+def solver_defaults() -> dict:
+    """The subproblem solver's default settings, ``SSN()`` and ``SSN.stochastic()``, as
+    plain JSON: what an experiment's solver is, apart from the overrides its configuration
+    records (``ssn_tol``, ``linear_solver``)."""
+    from rproxjax import SSN
+
+    return {"SSN()": to_json(dataclasses.asdict(SSN())),
+            "SSN.stochastic()": to_json(dataclasses.asdict(SSN.stochastic()))}
+
+
+def staleness(result: dict) -> str | None:
+    """Why a results file no longer describes the library: its solver defaults were not
+    recorded or differ from the present ones (each difference named); None when fresh."""
+    recorded = result.get("machine", {}).get("solver_defaults")
+    if recorded is None:
+        return ("its solver settings were not recorded (made by rproxjax "
+                f"{result.get('machine', {}).get('rproxjax')}, before they were)")
+    now = solver_defaults()
+    diffs = [f"{name}.{field} was {recorded.get(name, {}).get(field, 'unset')!r}, now "
+             f"{value!r}" for name, fields in now.items() for field, value in fields.items()
+             if recorded.get(name, {}).get(field, "unset") != value]
+    diffs += [f"{name}.{field} is no longer a setting" for name, fields in recorded.items()
+              for field in fields if field not in now.get(name, {})]
+    return "solver defaults changed: " + "; ".join(diffs) if diffs else None
 
 
 def say(progress: bool, msg: str) -> None:
