@@ -166,14 +166,17 @@ def test_command_line(tiny_results, capsys):
     assert cli.main(["spca-mnist-r10", "--size", "tiny", "--out", str(tiny_results),
                      "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert "of the paper's claims pass on every seed" in out and "saved" in out
-    assert "[paper: " in out and "[check: " in out
+    assert "the project's checks: " in out and "foregone (not counted)" in out
+    assert "saved" in out and "[check: " in out
+    assert "[paper: " in out or "[panel: " in out
     with pytest.raises(SystemExit) as exc:  # a usage error on stderr, not a traceback
         cli.main(["nope", "--size", "tiny"])
     assert exc.value.code == 2 and "unknown experiment" in capsys.readouterr().err
     assert cli.main(["--report", "--out", str(tiny_results)]) == 0
     report = (tiny_results / "README.md").read_text()
     assert "## spca-mnist-r10" in report and "claims" in report.lower()
+    assert "| `spca-mnist-r10` |" in report  # the outcome table
+    assert (tiny_results / "spca-mnist-r10.png").exists()  # --report redraws the figures
 
 
 def test_degenerate_panels_are_marked():

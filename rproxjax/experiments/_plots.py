@@ -56,7 +56,10 @@ def _zoom(ax, drawn, start):
     methods at ``start`` (the first pass, where the claims' comparisons begin): the
     end-of-budget differences that decide the verdicts stay visible; the first pass's
     descent, and ManPG where it is higher, run off the top."""
-    low = min(float(np.min(lo[grid >= start])) for grid, _, lo in drawn if np.any(grid >= start))
+    lows = [float(np.min(lo[grid >= start])) for grid, _, lo in drawn if np.any(grid >= start)]
+    if not lows:  # no curve reaches the first pass (a tiny budget): the axis as drawn
+        return
+    low = min(lows)
     top = max(float(np.interp(start, grid, med)) for grid, med, _ in drawn)
     if np.isfinite(low) and np.isfinite(top) and top > low:
         pad = 0.05 * (top - low)
