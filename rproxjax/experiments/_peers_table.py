@@ -403,12 +403,13 @@ def _operating_check(single, cfg) -> dict:
 
 
 def _time_checks(single) -> list[dict]:
-    """Per seed: R-ProxSPB's compiled run no slower than the peer at the single point."""
+    """Per seed: R-ProxSPB's compiled run faster than the peer at the single point, by more
+    than the seed-to-seed spread of the two times (else a tie)."""
     ours, out = single[0], []
     for peer in single[1:]:
-        per_seed = [a <= b for a, b in zip(ours["wall_time"], peer["wall_time"], strict=True)]
+        per_seed = _claims.lower(ours["wall_time"], peer["wall_time"])
         out.append(_claims.check(
-            f"At the single point R-ProxSPB (compiled run) takes no more wall time than "
+            f"At the single point R-ProxSPB (compiled run) takes less wall time than "
             f"{peer['method']} (JAX on its default threads, the peer on one BLAS thread)",
             per_seed, f"median [min, max] {_med(ours['wall_time'], '.2f')} s against "
                       f"{_med(peer['wall_time'], '.2f')} s"))
