@@ -90,8 +90,10 @@ def leading_eigenvector(k: np.ndarray, q: np.ndarray | None, start: np.ndarray,
 
     size = k.shape[0]
     if size <= DENSE_SIZE:
-        p = np.eye(size, dtype=k.dtype) if q is None else np.eye(size, dtype=k.dtype) - q @ q.T
-        w, v = np.linalg.eigh(p @ k @ p)
+        if q is not None:
+            p = np.eye(size, dtype=k.dtype) - q @ q.T
+            k = p @ k @ p
+        w, v = np.linalg.eigh(k)
         return project(v[:, -1]), float(w[-1])
     eps = np.finfo(k.dtype).eps
     v = project(np.asarray(start, k.dtype))

@@ -351,19 +351,9 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
         >>> bool(np.allclose(res.components.T @ res.components, np.eye(3), atol=1e-6))
         True
     """
-    data = _as_matrix("data", data, None)
+    data, r, passes = _checked_arguments(data, n_components, mu, nonzeros, method, passes,
+                                         refit, progress)
     n, d = data.shape
-    r = _positive_int("n_components", n_components, 1, d)
-    if n < 2:
-        raise ValueError(f"data must hold at least 2 samples, got {n}.")
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}.")
-    if mu is not None and nonzeros is not None:
-        raise ValueError("give mu or nonzeros, not both.")
-    passes = _positive_float("passes", passes)
-    check_progress(progress)
-    if not isinstance(refit, bool | np.bool_):
-        raise TypeError(f"refit must be a bool, got {refit!r}.")
     dtype = data.dtype
     b, q = _sizes(method, n, batch_size, q)
     seed = _positive_int("seed", seed, 0)
@@ -392,13 +382,13 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
         with _RELAY.watch(n, progress):
             x, mu_out, history, ifo = _single(_program(method, kw, q, ssn, False, progress),
                                               consts, mu, variance, r, np_dtype)
-        path, ifo_n = None, ifo / n
+        path = None
     else:
         target = _positive_int("nonzeros", nonzeros, r, d * r)
         x, mu_out, path, ifo = _path(_program(method, kw, q, ssn, True), consts, target,
                                      mu_max, variance, r, np_dtype,
                                      Stages(1 + REFINE_ROUNDS, progress, "path round"))
-        history, ifo_n = None, ifo / n
+        history = None
     if refit:
         x = jnp.asarray(refit_on_support(np.asarray(x), np.asarray(centred),
                                          NONZERO_THRESHOLD)[0])
@@ -407,8 +397,26 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
         components=x, mean=prep["mean"], scores=scores, explained_variance=explained,
         adjusted_variance=adjusted, component_variance=per_comp,
         nonzeros=int(np.sum(np.asarray(nnz_cols))), nonzeros_per_component=nnz_cols,
-        mu=mu_out, method=method, num_steps=steps, passes=ifo_n, history=history, path=path,
+        mu=mu_out, method=method, num_steps=steps, passes=ifo / n, history=history, path=path,
         settings=settings)
+
+
+def _checked_arguments(data, n_components, mu, nonzeros, method, passes, refit, progress):
+    """(data as a floating JAX array, r, passes) after the argument checks of
+    :func:`sparse_pca` (each a TypeError or ValueError naming the argument)."""
+    data = _as_matrix("data", data, None)
+    n, d = data.shape
+    r = _positive_int("n_components", n_components, 1, d)
+    if n < 2:
+        raise ValueError(f"data must hold at least 2 samples, got {n}.")
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}.")
+    if mu is not None and nonzeros is not None:
+        raise ValueError("give mu or nonzeros, not both.")
+    check_progress(progress)
+    if not isinstance(refit, bool | np.bool_):
+        raise TypeError(f"refit must be a bool, got {refit!r}.")
+    return data, r, _positive_float("passes", passes)
 
 
 def _sizes(method, n, batch_size, q):

@@ -296,6 +296,17 @@ def run_spams(
     return summary, x
 
 
+def _sklearn_fit_ifo(est, n, d, batch_size, max_iter) -> int:
+    """Sample-oracle accounting of a fitted ``MiniBatchSparsePCA``: one pass over all d
+    features = n samples. The mini-batches cycle through ceil(d / bsz) slices of the
+    shuffled features, the last one shorter."""
+    bsz = min(int(batch_size), d)
+    per_pass = -(-d // bsz)
+    steps = int(getattr(est, "n_steps_", max_iter * per_pass))
+    visits = (steps // per_pass) * d + min((steps % per_pass) * bsz, d)
+    return int(round(visits / d * n))
+
+
 def run_sklearn(
     data,
     *,
@@ -350,13 +361,7 @@ def run_sklearn(
         est.fit(a)
         wall = time.perf_counter() - start
     x = np.array(est.components_.T, dtype=np.float64, order="C")
-    # Sample-oracle accounting: one pass over all d features = n samples. The mini-batches
-    # cycle through ceil(d / bsz) slices of the shuffled features, the last one shorter.
-    bsz = min(int(batch_size), d)
-    per_pass = -(-d // bsz)
-    steps = int(getattr(est, "n_steps_", max_iter * per_pass))
-    visits = (steps // per_pass) * d + min((steps % per_pass) * bsz, d)
-    ifo_fit = int(round(visits / d * n))
+    ifo_fit = _sklearn_fit_ifo(est, n, d, batch_size, max_iter)
     ifo = overheads + ifo_fit
     call = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
     summary = {
