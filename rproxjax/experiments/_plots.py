@@ -7,6 +7,7 @@ import pathlib
 import numpy as np
 
 from rproxjax.experiments import _peers_report, _rmc_report
+from rproxjax.experiments._spca_summary import first_pass_time
 from rproxjax.experiments._style import COLORS, STAND_INS, figure
 
 SPCA_METHODS = ("R-ProxSPB", "R-ProxSGD", "R-ProxSVRG", "R-ProxSARAH", "R-Subgrad", "ManPG")
@@ -108,9 +109,8 @@ def spca_figures(result: dict) -> dict:
                 curves = _spca_curves(ax, runs, axis, COLORS[method], label)
                 if method != "ManPG":
                     drawn[axis].append(curves)
-        first_time = max(float(np.interp(1.0, _f(r["ifo_over_n"]), _f(r["time"])))
-                         for r in (units[f"run/R-ProxSPB/mu={panel['key']}/seed={s}"]
-                                   for s in seeds))
+        first_time = first_pass_time([units[f"run/R-ProxSPB/mu={panel['key']}/seed={s}"]
+                                      for s in seeds])
         _zoom(row[0], drawn["ifo_over_n"], 1.0)
         _zoom(row[1], drawn["time"], first_time)
         _variance(row[2], units, panel, seeds, "variance",

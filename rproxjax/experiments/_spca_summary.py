@@ -49,6 +49,11 @@ def _span(values):
     return f"{np.median(v):.5g} [{v.min():.5g}, {v.max():.5g}]"
 
 
+def first_pass_time(runs) -> float:
+    """The time by which every one of ``runs`` has spent its first pass (1 IFO/n)."""
+    return max(float(np.interp(1.0, _f(r["ifo_over_n"]), _f(r["time"]))) for r in runs)
+
+
 def _points(runs_a, runs_b, axis, along):
     """The compared points: the common end of the budget (the smallest final value of
     ``axis`` over the seeds and both methods); ``along``: also every point a's first
@@ -60,8 +65,7 @@ def _points(runs_a, runs_b, axis, along):
     if axis == "ifo_over_n":
         first = 1.0
     else:
-        first = max(float(np.interp(1.0, _f(r["ifo_over_n"]), _f(r["time"])))
-                    for r in runs_a)
+        first = first_pass_time(runs_a)
     xs = _f(runs_a[0][axis])
     return np.append(xs[(xs >= first) & (xs < end)], end)
 

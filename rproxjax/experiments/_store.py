@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import json
 import os
 import pathlib
@@ -42,14 +43,16 @@ def machine() -> dict:
         "x64": bool(jax.config.jax_enable_x64),
         # other work on the machine slows the timed curves: the 1/5/15-minute load averages
         "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-        **source(),
+        **source(),  # a copy of the cached dict's items
         "solver_defaults": solver_defaults(),
     }
 
 
+@functools.cache
 def source() -> dict:
     """The library's git commit and whether its tracked files (outside ``results/``) had
-    uncommitted changes; None for both outside a git checkout (an installed wheel)."""
+    uncommitted changes; None for both outside a git checkout (an installed wheel). Read
+    once per process (the code a run imported), not at every saved unit."""
     root = pathlib.Path(__file__).resolve().parents[2]
 
     def git(*args):
