@@ -28,17 +28,14 @@ def test_sparse_pca_configuration_end_to_end(name, tiny_results):
     assert len(seeds) >= 2 and not set(seeds) & set(cfg["tuning_seeds"])
     assert [p["mu"] for p in panels] == pytest.approx(
         [f * units["setup"]["mu_degenerate"] for f in cfg["mu_fractions"]] + list(cfg["mus"]))
-    stochastic = ("R-ProxSPB", "R-ProxSGD", "R-Subgrad", "R-ProxSVRG", "R-ProxSARAH")
+    stochastic = ("R-ProxSPB", "R-ProxSGD", "R-Subgrad", "R-ProxSVRG", "R-ProxSARAH",
+                  "R-Subgrad-1")
     for method in stochastic:
-        grid = units[f"grid/{method}"]
-        assert grid["tuning_seeds"] == cfg["tuning_seeds"]
-        loss = np.asarray(grid["loss"], float)
-        assert loss.shape == (len(panels), len(cfg["etas"]))
-        for i, panel in enumerate(panels):  # the chosen step is the tuning grid's best
-            run = units[f"run/{method}/mu={panel['key']}/seed={seeds[0]}"]
-            assert run["eta"] == cfg["etas"][int(np.argmin(loss[i]))]
-    grid_ifo = {units[f"grid/{m}"]["ifo_over_n"] for m in stochastic}
-    assert len(grid_ifo) == 1 and grid_ifo.pop() >= cfg["grid_budget"]
+        _check_tuning(units[f"tuning/{method}"], method, cfg, panels, units)
+    for panel in panels:  # single-sample R-Subgrad: one sample a step, b times the steps
+        one = units[f"run/R-Subgrad-1/mu={panel['key']}/seed={seeds[0]}"]
+        batch = units[f"run/R-Subgrad/mu={panel['key']}/seed={seeds[0]}"]
+        assert one["steps"] == pytest.approx(cfg["batch_size"] * batch["steps"], rel=0.05)
     for panel in panels:
         for method in stochastic + ("ManPG",):
             for seed in seeds:
@@ -66,7 +63,43 @@ def test_sparse_pca_configuration_end_to_end(name, tiny_results):
             assert np.all(riem <= eucl * (1 + 1e-12)) and np.any(riem < 0.99 * eucl)
     _check_claims_over_seeds(result)
     assert {row["gamma"] for row in summary["gamma_table"]} == set(cfg["gammas"])
-    assert len(summary["table"]) == 6 * len(panels)
+    assert len(summary["table"]) == 7 * len(panels)
+    assert {(row["method"], row["panel"]) for row in summary["tuning"]} == {
+        (m, p["key"]) for m in stochastic for p in panels}
+
+
+def _check_tuning(tuned, method, cfg, panels, units):
+    """The reported step (and gamma) is the best pair run at the reported budget on the
+    tuning seeds, its neighbours on each axis were run at that budget too, and the screen
+    covered the whole (extended) grid on every tuning seed."""
+    seeds = cfg["seeds"]
+    records = tuned["records"]
+    assert set(cfg["etas"]) <= set(tuned["etas"])
+    proximal = not method.startswith("R-Subgrad")
+    assert tuned["tuned_gamma"] == proximal
+    if proximal:
+        assert set(cfg["tuning_gammas"]) <= set(tuned["gammas"])
+    for rec in records:
+        assert len(rec["loss_per_seed"]) == len(cfg["tuning_seeds"])
+        assert rec["loss"] == pytest.approx(np.mean(rec["loss_per_seed"]))
+    budget_ifo = {rec["ifo_over_n"] for rec in records if rec["stage"] == "budget"}
+    run_ifo = units[f"run/{method}/mu={panels[0]['key']}/seed={seeds[0]}"]["ifo_over_n"][-1]
+    assert budget_ifo and all(v == pytest.approx(run_ifo) for v in budget_ifo)  # at budget
+    for i, panel in enumerate(panels):
+        stage = "budget" if tuned["screen_steps"] == tuned["budget_steps"] else "screen"
+        screened = {(r["eta"], r["gamma"]) for r in records
+                    if r["stage"] == stage and r["panel"] == i}
+        assert screened == {(e, g) for e in tuned["etas"] for g in tuned["gammas"]}
+        at_budget = {(r["eta"], r["gamma"]): r["loss"] for r in records
+                     if r["stage"] == "budget" and r["panel"] == i}
+        run = units[f"run/{method}/mu={panel['key']}/seed={seeds[0]}"]
+        choice = (run["eta"], run["gamma"] if proximal else tuned["gammas"][0])
+        assert at_budget[choice] == min(at_budget.values())
+        etas = sorted(tuned["etas"])
+        k = etas.index(choice[0])
+        for j in (k - 1, k + 1):  # its eta neighbours ran at the budget (inside the grid)
+            if 0 <= j < len(etas):
+                assert (etas[j], choice[1]) in at_budget
     assert units["setup"]["n"] == 400
 
 
@@ -194,17 +227,21 @@ def test_degenerate_panels_are_marked():
 
 
 def test_report_names_results_of_an_earlier_protocol(tiny_results, tmp_path):
-    """A results file whose configuration lacks settings of the present protocol is not
-    summarized with the present code: the report says to rerun it."""
+    """A results file whose configuration lacks settings of the present protocol is marked
+    in its section and in the outcome table: the report says to rerun it."""
     from rproxjax.experiments._report import write_report
 
     result = _run("spca-fashion-r10", tiny_results)
-    old = dict(result, config={k: v for k, v in result["config"].items() if k != "seeds"})
+    old = dict(result, config={k: v for k, v in result["config"].items()
+                               if k != "tuning_lanes"})
     (tmp_path / "spca-fashion-r10.json").write_text(json.dumps(old))
     (tmp_path / "spca-mnist-r10.json").write_text(json.dumps(result | {"name": "spca-mnist-r10"}))
     text = write_report(tmp_path).read_text()
     section = text.split("## spca-fashion-r10")[1].split("## ")[0]
-    assert "earlier version of the protocol" in section and "seeds" in section
+    assert "earlier version of the protocol" in section and "tuning_lanes" in section
+    (old_row,) = [line for line in text.splitlines()
+                  if line.startswith("| `spca-fashion-r10` |")]
+    assert "an earlier protocol" in old_row
     assert "(a) The paper's claims" in text.split("## spca-mnist-r10")[1].split("## ")[0]
     assert "Not run yet" in text.split("## spca-mnist-r15")[1].split("## ")[0]
     # the outcome table: a fresh run names its solver settings as the present defaults; a

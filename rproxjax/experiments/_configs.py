@@ -17,12 +17,18 @@ class SPCAConfig:
       n: samples (a seeded subset; None for every shipped sample).
       r: components.
       mus: the l1 weights mu, one panel each.
-      budget: IFO/n of the reported runs.
-      grid_budget: IFO/n of the step-size grid search.
-      etas: the step-size grid (eta0 of R-ProxSGD and R-Subgrad, eta of R-ProxSPB).
+      budget: IFO/n of the reported runs, and of the tuning's final local search.
+      grid_budget: IFO/n of the tuning's screen of the whole grid.
+      etas: the step-size grid (eta0 of R-ProxSGD and R-Subgrad, eta of R-ProxSPB),
+        extended past an edge where the best value sits there.
+      tuning_gammas: the proximal step's grid, tuned with eta for the proximal methods.
+      max_extensions: how many times the screen may extend each edge of each axis.
+      max_moves: moves of the local search at the reported budget.
+      tuning_lanes: the tuning programs' lanes (runs vmapped in one call; one compilation).
       batch_size: |S| of R-ProxSGD and R-Subgrad, |S2| of R-ProxSPB.
       q: R-ProxSPB's refresh period (|S1| = n).
-      gamma: the proximal step of the subproblem (R-ProxSGD, R-ProxSPB).
+      gamma: the proximal step gamma where it is not tuned (the stationarity measure of
+        R-Subgrad and ManPG, the variance runs' default).
       ssn_tol: the subproblem tolerance on ||E||_F of R-ProxSGD and R-ProxSPB (ManPG keeps
         the reference code's). 1e-6 instead of the library default 1e-10: far below the
         noise of a minibatch gradient. Measured on Fashion-MNIST, r = 10, mu = 0.2: a run with
@@ -41,8 +47,8 @@ class SPCAConfig:
       dtype: "float64" (as the paper's MATLAB code) or "float32".
       seed: seeds the data subset (the same data for every seed below).
       seeds: the reported seeds: each gives X0 and the sampling of every method.
-      tuning_seeds: the seeds of the step-size grid search, disjoint from ``seeds``: the
-        chosen steps are not selected on the runs that are reported.
+      tuning_seeds: the seeds of the step-size tuning (at least two), disjoint from
+        ``seeds``: the chosen steps are not selected on the runs that are reported.
       mu_fractions: panels at mu = fraction x mu_deg, with mu_deg the smallest mu at which
         the one-pixel-per-column point (the r pixels of largest variance) is stationary,
         computed from the data (``setup`` in the results); ``mus`` (the paper's nominal
@@ -58,6 +64,10 @@ class SPCAConfig:
     budget: float = 6.0
     grid_budget: float = 1.0
     etas: tuple = PAPER_ETAS
+    tuning_gammas: tuple = (0.01, 0.03, 0.1, 0.3, 1.0)
+    max_extensions: int = 3
+    max_moves: int = 4
+    tuning_lanes: int = 32
     batch_size: int = 100
     q: int = 100
     gamma: float = 0.1
@@ -69,7 +79,7 @@ class SPCAConfig:
     dtype: str = "float64"
     seed: int = 0
     seeds: tuple = (0, 1, 2, 3, 4)
-    tuning_seeds: tuple = (100,)
+    tuning_seeds: tuple = (100, 101)
     mu_fractions: tuple = (0.25, 0.5)
     gammas: tuple = (0.01, 0.1, 1.0)
     gamma_mu_fraction: float = 0.5
@@ -101,6 +111,8 @@ class PeersConfig:
         peer's (the paper's own Table calls 0.0120 against 0.0132, a ratio of 0.91,
         comparable).
       spams_penalties: SPAMS's gamma1 (||d||_2^2 + gamma1 ||d||_1 <= 1).
+      spams_lambda2s: SPAMS's ridge weight on the codes (mode 2, lambda1 = 0), its other
+        parameter: SPAMS runs over the grid of both, and its front is every run.
       sklearn_penalties: MiniBatchSparsePCA's alpha.
       seeds: the reported seeds (X0 and sampling of R-ProxSPB, the peers' own randomness).
       tuning_seeds: the seeds of every choice (eta, the operating mu, the peers' matched
@@ -122,6 +134,7 @@ class PeersConfig:
     bisection_steps: int = 4
     comparable: float = 0.9
     spams_penalties: tuple = (0.0, 0.1, 0.3, 0.5, 1.0, 2.0, 3.0, 5.0, 8.0)
+    spams_lambda2s: tuple = (0.01, 0.1, 1.0)
     sklearn_penalties: tuple = (1.0, 7.0, 15.0, 25.0, 33.0, 40.0)
     seeds: tuple = (0, 1, 2, 3, 4)
     tuning_seeds: tuple = (100, 101, 102)
@@ -213,13 +226,15 @@ CONFIGS = {
 
 # CI-sized versions: every code path, seconds of arithmetic (compilation dominates).
 _TINY = {
-    "spca": dict(n=400, r=2, budget=1.0, grid_budget=0.5, etas=(5e-3, 5e-2), batch_size=20,
+    "spca": dict(n=400, r=2, budget=1.0, grid_budget=1.0, etas=(5e-3, 5e-2), batch_size=20,
+                 tuning_gammas=(0.1, 1.0), max_extensions=1, max_moves=1, tuning_lanes=8,
                  q=5, points_per_ifo=2, block_points=1, variance_steps=10, seeds=(0, 1),
-                 tuning_seeds=(100,), mu_fractions=(0.5,), gammas=(0.1, 1.0)),
+                 tuning_seeds=(100, 101), mu_fractions=(0.5,), gammas=(0.1, 1.0)),
     # budget 2 (200 + 49 * 40) = 21.6 n: room for MiniBatchSparsePCA's 17 n of overheads
     "peers": dict(n=200, r=2, iterations=100, batch_size=20, q=50, etas=(0.1, 1.0),
                   mus=(0.05, 0.3, 1.0), target_nonzeros=4, bisection_steps=1,
-                  spams_penalties=(0.0, 2.0), sklearn_penalties=(1.0,), seeds=(0, 1),
+                  spams_penalties=(0.0, 2.0), spams_lambda2s=(0.1, 1.0),
+                  sklearn_penalties=(1.0,), seeds=(0, 1),
                   tuning_seeds=(100,)),
     "rmc": dict(n_frames=12, frame_step=10, rows=(20, 44, 3), cols=(30, 62, 3),
                 etas=(1.0, 0.1), step_scales=(0.3,), seeds=(0, 1), tuning_seeds=(5,),

@@ -10,7 +10,8 @@ from rproxjax.experiments import _peers_report, _rmc_report
 from rproxjax.experiments._spca_summary import first_pass_time
 from rproxjax.experiments._style import COLORS, STAND_INS, figure
 
-SPCA_METHODS = ("R-ProxSPB", "R-ProxSGD", "R-ProxSVRG", "R-ProxSARAH", "R-Subgrad", "ManPG")
+SPCA_METHODS = ("R-ProxSPB", "R-ProxSGD", "R-ProxSVRG", "R-ProxSARAH", "R-Subgrad",
+                "R-Subgrad-1", "ManPG")
 
 
 def plot(result: dict, out_dir=None) -> list:

@@ -43,13 +43,15 @@ def _band(stat, fmt) -> str:
 def _spca(result) -> list[str]:
     cfg, units, summary = result["config"], result["units"], result["summary"]
     setup = units["setup"]
-    grid = units["grid/R-ProxSGD"]
     lines = [f"Data: {STAND_INS[cfg['dataset']]}, n = {setup['n']}, d = {setup['d']}; "
              f"r = {cfg['r']}; budget {cfg['budget']:g} IFO/n; reported seeds "
-             f"{list(cfg['seeds'])} (X0 and sampling); steps chosen on the tuning seeds "
-             f"{list(cfg['tuning_seeds'])} after {float(grid['ifo_over_n']):.2f} IFO/n from "
-             f"{list(cfg['etas'])}; gamma = {cfg['gamma']}; |S| = |S2| = {cfg['batch_size']}, "
-             f"q = {cfg['q']}, |S1| = n; {cfg['dtype']}.", "",
+             f"{list(cfg['seeds'])} (X0 and sampling); eta (and gamma) tuned on the seeds "
+             f"{list(cfg['tuning_seeds'])} from eta in {list(cfg['etas'])} and "
+             + (f"gamma in {list(cfg['tuning_gammas'])} (the table below)"
+                if "tuning_gammas" in cfg else f"gamma = {cfg['gamma']} fixed")
+             + f"; |S| = |S2| = "
+             f"{cfg['batch_size']} (R-Subgrad-1: |S| = 1), q = {cfg['q']}, |S1| = n; "
+             f"{cfg['dtype']}.", "",
              f"mu_deg = {setup['mu_degenerate']:.4g}: the smallest mu at which the "
              f"one-pixel-per-column point of the {cfg['r']} largest-variance pixels is "
              "stationary. Panels at fractions of it, then the paper's nominal mu; a panel is "
@@ -57,13 +59,15 @@ def _spca(result) -> list[str]:
              "column (median over seeds).", "",
              f"![{result['name']}]({result['name']}.png)", "",
              "Medians over the seeds, with [min, max]:", "",
-             "| panel | method | eta | loss F | nonzeros | exact zeros | expl. var. | "
+             "| panel | method | eta | gamma | loss F | nonzeros | exact zeros | expl. var. | "
              "stationarity | time (s) | IFO/n | mean SSN steps |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in summary["table"]:
         eta = "t = 1/L" if row["eta"] is None else f"{float(row['eta']):g}"
+        gamma = "" if row.get("gamma") is None else f"{float(row['gamma']):g}"
         label = row["label"] + (f" ({row['degenerate']})" if row["degenerate"] else "")
-        lines.append(f"| {label} | {row['method']} | {eta} | {_band(row['final_loss'], '.4f')}"
+        lines.append(f"| {label} | {row['method']} | {eta} | {gamma} | "
+                     f"{_band(row['final_loss'], '.4f')}"
                      f" | {_band(row['nonzeros'], '.0f')} | "
                      f"{row['exact_zeros']['median']:.0f} | "
                      f"{row['explained_variance']['median']:.4f} | "
@@ -81,7 +85,8 @@ def _spca(result) -> list[str]:
               "parentheses, for its own data scaling"
               + (" and COIL-100" if cfg["dataset"] == "fashion_mnist" else "") + "):", ""]
     best = summary["best_eta"]
-    methods = [m for m in ("R-Subgrad", "R-ProxSGD", "R-ProxSPB", "R-ProxSVRG", "R-ProxSARAH")
+    methods = [m for m in ("R-Subgrad", "R-ProxSGD", "R-ProxSPB", "R-ProxSVRG", "R-ProxSARAH",
+                           "R-Subgrad-1")
                if f"{m}/mu={summary['panels'][0]['key']}" in best]
     lines += ["| panel | " + " | ".join(methods) + " |", "|---" * (len(methods) + 1) + "|"]
     for panel in summary["panels"]:
@@ -89,9 +94,40 @@ def _spca(result) -> list[str]:
         for m in methods:
             entry = best[f"{m}/mu={panel['key']}"]
             paper = "" if entry["paper"] is None else f" ({entry['paper']:g})"
-            cells.append(f"{float(entry['chosen']):g}{paper}")
+            gamma = "" if entry.get("gamma") is None else f", gamma {float(entry['gamma']):g}"
+            cells.append(f"{float(entry['chosen']):g}{gamma}{paper}")
         lines.append(f"| {panel['label']} | " + " | ".join(cells) + " |")
     lines += ["", summary["note"]]
+    return lines + _tuning(summary.get("tuning", []))
+
+
+def _tuning(rows) -> list[str]:
+    """The tuning table: each choice, its mean F at the budget, and its neighbours'."""
+    if not rows:
+        return []
+    lines = ["", "Tuning (mean final F over the tuning seeds at the reported budget; the "
+             "neighbours are the pairs one grid step away on each axis, run at the same "
+             r"budget; \* marks a choice the local search stopped at before it was the best "
+             "of its neighbours):", "",
+             "| method | panel | screen's best (eta, gamma) | choice (eta, gamma) | F | "
+             "neighbours (eta, gamma): F | eta range | gamma range | pairs screened / at "
+             "budget |", "|---|---|---|---|---|---|---|---|---|"]
+
+    def pair(e, g):
+        return f"({e:g}" + ("" if g is None else f", {g:g}") + ")"
+
+    for row in rows:
+        gamma = row["gamma"]
+        near = "; ".join(f"{pair(e, g if gamma is not None else None)}: {f:.4f}"
+                         for e, g, f in row["neighbours"])
+        star = "" if row["converged"] else r"\*"
+        lines.append(
+            f"| {row['method']} | {row['label']} | "
+            f"{pair(row['screen'][0], row['screen'][1] if gamma is not None else None)} | "
+            f"{pair(row['eta'], gamma)}{star} | {row['loss']:.4f} | {near} | "
+            f"{row['etas'][0]:g} - {row['etas'][1]:g} | "
+            + ("" if gamma is None else f"{row['gammas'][0]:g} - {row['gammas'][1]:g}")
+            + f" | {row['screened']} / {row['at_budget']} |")
     return lines
 
 
@@ -105,7 +141,7 @@ def summarize(result: dict) -> dict:
     return to_json(module.summarize(result))
 
 
-def _outcome_row(name, result) -> str:
+def _outcome_row(name, result, missing=()) -> str:
     t = _claims.tally(result["summary"]["claims"])
     m = result["machine"]
     commit = m.get("commit")
@@ -118,6 +154,8 @@ def _outcome_row(name, result) -> str:
 
     stale = staleness(result)
     fresh = "the present defaults" if stale is None else f"**stale**: {stale}"
+    if missing:
+        fresh += "; **an earlier protocol** (no " + ", ".join(missing) + ")"
     if m.get("tree_clean") is False:
         made += ", uncommitted changes"
     return (f"| `{name}` | {made} | {fresh} | {cell('paper')} | {cell('panel')} | "
@@ -161,18 +199,18 @@ def write_report(out_dir="results", figures: bool = False) -> pathlib.Path:
             body += [f"## {name}", "", "Incomplete (interrupted run; rerun to resume).", ""]
             continue
         missing = _missing_settings(name, result)
-        if missing:
-            body += [f"## {name}", "", "Made by an earlier version of the protocol (its "
-                     f"configuration lacks {', '.join(missing)}): rerun it with "
-                     f"`python -m rproxjax.experiments {name} --force`.", ""]
-            continue
         result["summary"] = summarize(result)
         if figures:
             from rproxjax.experiments._plots import plot
 
             plot(result, out_dir)
-        outcome.append(_outcome_row(name, result))
-        body += [f"## {name}", "", _machine(result), ""]
+        outcome.append(_outcome_row(name, result, missing))
+        body += [f"## {name}", ""]
+        if missing:
+            body += [f"**Made by an earlier version of the protocol** (its configuration lacks "
+                     f"{', '.join(missing)}): the numbers below follow that protocol; rerun "
+                     f"with `python -m rproxjax.experiments {name} --force`.", ""]
+        body += [_machine(result), ""]
         body += sections[result["config"]["kind"]](result)
         body += [""] + _claims.render(result["summary"]["claims"])
     path = out_dir / "README.md"

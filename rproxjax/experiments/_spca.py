@@ -13,11 +13,12 @@ Protocol (the paper's section "Online Sparse PCA Problem"; differences are state
   every q steps, |S2| = batch_size = q, constant eta. Proximal step gamma (a constant; the
   paper does not state its value; a panel varies it). ManPG: full gradients, t = 1/L with
   L = 2 sigma_max(A)^2 / n, Armijo backtracking.
-* Step sizes: each stochastic method's eta (eta0) is chosen from the grid by the loss F after
-  the same number of IFOs (``grid_budget`` IFO/n or one R-ProxSPB block, whichever is more),
-  averaged over ``cfg.tuning_seeds``, seeds disjoint from the reported ones. The grid over
-  (mu, eta) runs as one compiled program per method (``jax.jit(jax.vmap(...))`` of
-  :func:`rproxjax.pure_fit`).
+* Step sizes: each stochastic method's eta (eta0), with gamma for the proximal methods, is
+  tuned on ``cfg.tuning_seeds`` (disjoint from the reported ones): a screen of the grid at
+  ``grid_budget`` IFO/n, extended wherever its best sits at an edge, then a local search at
+  the reported budget (:mod:`rproxjax.experiments._spca_tuning`). Each stage's runs are one
+  compiled program per method (``jax.jit(jax.vmap(...))`` of :func:`rproxjax.pure_fit`).
+* R-Subgrad-1: R-Subgrad with the paper's single-sample update (|S| = 1), an extra row.
 * Reported runs: ``budget`` IFO/n per seed with the chosen step; curves of F against IFO/n and
   against wall time (compiled runs; times exclude compilation and the evaluations of F at the
   curve points), with points every ``block_points`` steps inside the blocks of the block
@@ -47,11 +48,13 @@ from rproxjax.experiments._spca_protocol import (
     BLOCK_METHODS,
     GAMMA_METHODS,
     METHODS,
+    SINGLE_SAMPLE,
     STOCHASTIC,
     VARIANCE_METHODS,
     panel_mus,
 )
 from rproxjax.experiments._spca_summary import summarize
+from rproxjax.experiments._spca_tuning import tune
 from rproxjax.experiments._store import Store, check_dtype, say
 
 MANPG_TOL = 1e-12  # its stopping test ||zeta||^2 / t^2 < tol: never met within the budgets
@@ -90,7 +93,7 @@ def optimizer(method: str, eta, mu, cfg, *, lipschitz=None, gamma=None):
         return rproxjax.r_prox_spb(eta, gamma, reg, q=cfg.q, **solver)
     if method == "R-ProxSGD":
         return rproxjax.r_prox_sgd(rproxjax.inverse_sqrt_schedule(eta), gamma, reg, **solver)
-    if method == "R-Subgrad":
+    if method in ("R-Subgrad", SINGLE_SAMPLE):
         return rproxjax.r_subgrad(rproxjax.inverse_sqrt_schedule(eta), reg)
     if method == "R-ProxSVRG":  # snapshot period m = q: the same blocks as R-ProxSPB
         return rproxjax.r_prox_svrg(eta, gamma, reg, m=cfg.q, **solver)
@@ -104,7 +107,7 @@ def optimizer(method: str, eta, mu, cfg, *, lipschitz=None, gamma=None):
 
 def schedule(method: str, budget: float, n: int, cfg) -> dict:
     """Steps per curve point and number of points for ``budget`` IFO/n."""
-    b = cfg.batch_size
+    b = 1 if method == SINGLE_SAMPLE else cfg.batch_size
     if method in BLOCK_METHODS:
         blocks = max(1, math.floor(budget * n / block_cost(cfg.q, b, n) + 1e-9))
         if cfg.q % cfg.block_points:
@@ -119,60 +122,24 @@ def schedule(method: str, budget: float, n: int, cfg) -> dict:
             "num_epochs": max(1, round(steps / per_point))}
 
 
-def grid_ifo(n: int, cfg) -> float:
-    """The grid search's budget in IFO/n, the same for every method: ``grid_budget``, or one
-    R-ProxSPB block (n + 2 (q - 1) b sample gradients) if that is more."""
-    return max(cfg.grid_budget, block_cost(cfg.q, cfg.batch_size, n) / n)
-
-
 def _seed_keys(seed: int):
     """(X0 key, sampling key) of a seed."""
     key = jax.random.key(seed)
     return key, jax.random.fold_in(key, 1)
 
 
-def _grid_search(method, cfg, data, mus, gamma=None):
-    """Final F of every (mu, eta) after ``grid_ifo`` IFO/n, averaged over the tuning seeds:
-    one vmapped, compiled program."""
-    n, d = data.shape
-    budget = grid_ifo(n, cfg)
-    if method in BLOCK_METHODS:  # whole blocks (one epoch holds the grid budget)
-        steps = schedule(method, budget, n, cfg)["num_epochs"] * cfg.block_points
-    else:
-        steps = math.ceil(budget * n / cfg.batch_size - 1e-9)
-
-    def one(eta, mu, seed_key):
-        x0 = rproxjax.stiefel.random_point(seed_key[0], d, cfg.r, data.dtype)
-        res = rproxjax.pure_fit(optimizer(method, eta, mu, cfg, gamma=gamma),
-                                problems.spca_loss, x0, data, key=seed_key[1],
-                                batch_size=cfg.batch_size, num_epochs=1, steps_per_epoch=steps)
-        return res.epoch_loss[-1], problems.nonzeros(res.params), res.epoch_ifo[-1]
-
+def _tune(method, cfg, data, mus, gammas=None) -> dict:
+    """The tuning of ``method`` on the tuning seeds (:func:`_spca_tuning.tune`)."""
     keys = [jnp.stack(_seed_keys(s)) for s in cfg.tuning_seeds]
-    program = jax.jit(jax.vmap(jax.vmap(one, (0, None, None)), (None, 0, None)))
-    etas, mus_ = jnp.asarray(cfg.etas, data.dtype), jnp.asarray(mus, data.dtype)
-    start = time.perf_counter()
-    outs = [jax.block_until_ready(program(etas, mus_, k)) for k in keys]
-    loss = np.mean([np.asarray(o[0]) for o in outs], axis=0)
-    return {"loss": loss, "loss_per_seed": [np.asarray(o[0]) for o in outs],
-            "nonzeros": np.asarray(outs[0][1]), "wall_time": time.perf_counter() - start,
-            "steps": steps, "tuning_seeds": list(cfg.tuning_seeds),
-            "ifo_over_n": float(np.asarray(outs[0][2]).ravel()[0]) / n}
+    return tune(method, cfg, data, mus, optimizer=optimizer, schedule=schedule,
+                seed_keys=keys, gammas=gammas)
 
 
-def best_eta(grid: dict, etas, i: int) -> float:
-    """The grid's best step for its i-th mu (non-finite losses never win; an error if every
-    step diverged)."""
-    losses = np.asarray(grid["loss"], dtype=float)[i]
-    if not np.isfinite(losses).any():
-        raise ValueError(f"every step of the grid {list(etas)} diverged: widen the grid.")
-    return float(etas[int(np.argmin(np.where(np.isfinite(losses), losses, np.inf)))])
-
-
-def _variance_run(method, eta, mu, cfg, data, seed):
+def _variance_run(method, eta, mu, cfg, data, seed, gamma):
     x0 = rproxjax.stiefel.random_point(_seed_keys(seed)[0], data.shape[1], cfg.r, data.dtype)
-    res = rproxjax.fit(optimizer(method, eta, mu, cfg), problems.spca_loss, x0, data,
-                       key=_seed_keys(seed)[1], record_variance=True,
+    opt = optimizer(method, eta, mu, cfg, gamma=gamma)
+    res = rproxjax.fit(opt, problems.spca_loss, x0, data, key=_seed_keys(seed)[1],
+                       record_variance=True,
                        batch_size=cfg.batch_size, num_epochs=1,
                        steps_per_epoch=cfg.variance_steps)
     return {"riemannian_variance": np.asarray(res.history.riemannian_variance),
@@ -195,7 +162,8 @@ def _run(method, eta, mu, cfg, data, seed, lipschitz, gamma=None):
                                     rproxjax.l1(mu))
     per_column = np.sum(np.abs(np.asarray(x)) > NONZERO_TOL, axis=0)
     return {
-        "eta": eta, "seed": seed,
+        "eta": eta, "gamma": None if method in ("R-Subgrad", SINGLE_SAMPLE, "ManPG") else
+        float(cfg.gamma if gamma is None else gamma), "seed": seed,
         "ifo_over_n": np.asarray(res.epoch_ifo) / n,
         "loss": np.asarray(res.epoch_loss),
         "time": np.asarray(res.epoch_time),
@@ -215,9 +183,9 @@ def _run(method, eta, mu, cfg, data, seed, lipschitz, gamma=None):
 
 
 def _check_seeds(cfg):
-    if not cfg.seeds or set(cfg.seeds) & set(cfg.tuning_seeds) or not cfg.tuning_seeds:
-        raise ValueError(f"the tuning seeds {cfg.tuning_seeds} must be given and disjoint "
-                         f"from the reported seeds {cfg.seeds}.")
+    if not cfg.seeds or set(cfg.seeds) & set(cfg.tuning_seeds) or len(cfg.tuning_seeds) < 2:
+        raise ValueError(f"the tuning seeds {cfg.tuning_seeds} must be at least two and "
+                         f"disjoint from the reported seeds {cfg.seeds}.")
 
 
 def run(name, cfg, out_dir, *, force=False, progress=True) -> dict:
@@ -235,38 +203,43 @@ def run(name, cfg, out_dir, *, force=False, progress=True) -> dict:
     panels = panel_mus(cfg.mu_fractions, cfg.mus, store.get("setup")["mu_degenerate"])
     mus = [p["mu"] for p in panels]
     for method in STOCHASTIC:
-        if not store.has(f"grid/{method}"):
-            say(progress, f"{name}: step-size grid of {method} ({len(mus)} mu x "
-                           f"{len(cfg.etas)} eta x {len(cfg.tuning_seeds)} tuning seeds)")
-            store.put(f"grid/{method}", _grid_search(method, cfg, data, mus))
+        if not store.has(f"tuning/{method}"):
+            say(progress, f"{name}: tuning {method} ({len(mus)} mu x {len(cfg.etas)} eta"
+                          + ("" if method.startswith("R-Subgrad") else
+                             f" x {len(cfg.tuning_gammas)} gamma")
+                          + f", {len(cfg.tuning_seeds)} tuning seeds)")
+            store.put(f"tuning/{method}", _tune(method, cfg, data, mus))
     for i, panel in enumerate(panels):
         for method in METHODS:
-            eta = (best_eta(store.get(f"grid/{method}"), cfg.etas, i)
-                   if method in STOCHASTIC else None)
+            choice = (store.get(f"tuning/{method}")["choices"][i]
+                      if method in STOCHASTIC else {"eta": None, "gamma": None})
+            eta, gamma = choice["eta"], choice["gamma"]
             for seed in cfg.seeds:
                 key = f"run/{method}/mu={panel['key']}/seed={seed}"
                 if not store.has(key):
                     say(progress, f"{name}: {method}, {panel['label']}, eta = {eta}, "
-                                   f"seed {seed}")
-                    store.put(key, _run(method, eta, panel["mu"], cfg, data, seed, lipschitz))
+                                   f"gamma = {gamma}, seed {seed}")
+                    store.put(key, _run(method, eta, panel["mu"], cfg, data, seed, lipschitz,
+                                        gamma=gamma))
                 key = f"variance/{method}/mu={panel['key']}/seed={seed}"
                 if method in VARIANCE_METHODS and not store.has(key):
-                    store.put(key, _variance_run(method, eta, panel["mu"], cfg, data, seed))
+                    store.put(key, _variance_run(method, eta, panel["mu"], cfg, data, seed,
+                                                 gamma))
     _gamma_panel(name, cfg, store, data, lipschitz, progress)
     return store.finish(summarize(store.data))
 
 
 def _gamma_panel(name, cfg, store, data, lipschitz, progress):
-    """R-ProxSPB and R-ProxSGD at mu = gamma_mu_fraction mu_deg for each gamma, the step
-    re-tuned for each gamma on the tuning seeds."""
+    """R-ProxSPB and R-ProxSGD at mu = gamma_mu_fraction mu_deg for each gamma held fixed,
+    the step re-tuned for each gamma on the tuning seeds."""
     mu = cfg.gamma_mu_fraction * store.get("setup")["mu_degenerate"]
     for gamma in cfg.gammas:
         for method in GAMMA_METHODS:
-            gkey = f"gamma-grid/{method}/gamma={gamma:g}"
+            gkey = f"gamma-tuning/{method}/gamma={gamma:g}"
             if not store.has(gkey):
-                say(progress, f"{name}: gamma = {gamma:g}, step-size grid of {method}")
-                store.put(gkey, _grid_search(method, cfg, data, [mu], gamma=gamma))
-            eta = best_eta(store.get(gkey), cfg.etas, 0)
+                say(progress, f"{name}: gamma = {gamma:g}, tuning the step of {method}")
+                store.put(gkey, _tune(method, cfg, data, [mu], gammas=(gamma,)))
+            eta = store.get(gkey)["choices"][0]["eta"]
             for seed in cfg.seeds:
                 key = f"gamma/{method}/gamma={gamma:g}/seed={seed}"
                 if not store.has(key):

@@ -4,8 +4,13 @@ by the runner (:mod:`rproxjax.experiments._spca`) and its summary
 
 from __future__ import annotations
 
-#: The paper's methods, then R-ProxSVRG and R-ProxSARAH (the cells its Table 1 leaves empty).
-METHODS = ("R-ProxSPB", "R-ProxSGD", "R-Subgrad", "ManPG", "R-ProxSVRG", "R-ProxSARAH")
+#: R-Subgrad with the paper's single-sample update (|S| = 1): an extra row beside R-Subgrad
+#: at the minibatch size of the other methods.
+SINGLE_SAMPLE = "R-Subgrad-1"
+#: The paper's methods, then R-ProxSVRG and R-ProxSARAH (the cells its Table 1 leaves empty)
+#: and R-Subgrad-1.
+METHODS = ("R-ProxSPB", "R-ProxSGD", "R-Subgrad", "ManPG", "R-ProxSVRG", "R-ProxSARAH",
+           SINGLE_SAMPLE)
 BLOCK_METHODS = ("R-ProxSPB", "R-ProxSVRG", "R-ProxSARAH")  # a refresh every q steps
 VARIANCE_METHODS = ("R-ProxSPB", "R-ProxSGD")  # the paper's variance figure compares these
 GAMMA_METHODS = ("R-ProxSPB", "R-ProxSGD")

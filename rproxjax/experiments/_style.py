@@ -7,7 +7,8 @@ switch). Imports no other module of :mod:`rproxjax.experiments`, so that the fig
 from __future__ import annotations
 
 COLORS = {"R-ProxSPB": "C0", "R-ProxSGD": "C1", "R-Subgrad": "C2", "ManPG": "C3",
-          "SPAMS": "C4", "MiniBatchSparsePCA": "C5", "R-ProxSVRG": "C6", "R-ProxSARAH": "C7"}
+          "SPAMS": "C4", "MiniBatchSparsePCA": "C5", "R-ProxSVRG": "C6", "R-ProxSARAH": "C7",
+          "R-Subgrad-1": "C8"}
 STAND_INS = {
     "mnist": "MNIST",
     "fashion_mnist": "Fashion-MNIST (stand-in for the paper's COIL-100)",
