@@ -81,8 +81,14 @@ def test_rmc_curves_of_f_and_error_against_ifo(result):
             run = units[f"run/{method}/seed={seed}"]
             ifo = np.asarray(run["ifo_curve"])
             assert ifo[0] == 0 and np.all(np.diff(ifo) > 0) and ifo[-1] == run["ifo_over_nnz"]
-            blocks = round(run["ifo_over_nnz"] / (1 + 0.8))  # |Omega| + 4 x 2 b per block
-            expected = 1 + (blocks if method == "R-ProxSPB" else passes * cfg["points_per_pass"])
+            # every method spends the budget, to the rounding down of its minibatches (at
+            # most one sample a step); R-ProxSPB's |S2| makes its blocks spend it exactly
+            steps = passes * round(1 / cfg["batch_fraction"])
+            slack = 2 * (cfg["q"] - 1) if method == "R-ProxSPB" else steps
+            assert cfg["budget"] - slack / setup["nnz"] <= run["ifo_over_nnz"] <= cfg["budget"]
+            # R-ProxSPB: a point after every step, inside its blocks
+            expected = 1 + (_rmc.spb_blocks(setup["nnz"], _config(cfg))[0] * cfg["q"]
+                            if method == "R-ProxSPB" else passes * cfg["points_per_pass"])
             assert len(run["F_curve"]) == len(run["error_curve"]) == len(ifo) == expected
             assert run["F_curve"][0] == pytest.approx(setup["F0"], rel=1e-12)
             assert run["error_curve"][0] == pytest.approx(setup["error0"], rel=1e-12)
@@ -199,3 +205,26 @@ def test_rmc_section_shows_the_step_grid(result):
                    < result["units"][f"grid/R-Subgrad/seed={s}"]["grid_F"][k]
                    for s in cfg["seeds"])
         assert point["sgd_wins"] == wins
+
+
+def _config(cfg: dict):
+    """The configuration object of a results file's ``config``."""
+    from rproxjax.experiments._configs import RMCConfig
+
+    fields = {f.name for f in dataclasses.fields(RMCConfig)}
+    return RMCConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in cfg.items()
+                        if k in fields})
+
+
+def test_spb_blocks_spend_the_budget_exactly():
+    """At the paper's q = 5 and 10% minibatches, whole blocks of |S2| = 10% spend 3.6
+    |Omega| of 4; |S2| = 12.5% makes two blocks spend all of it."""
+    from rproxjax._contract import block_cost
+    from rproxjax.experiments._configs import RMCConfig
+
+    cfg = RMCConfig()
+    for nnz in (691200, 528, 1001):
+        blocks, batch = _rmc.spb_blocks(nnz, cfg)
+        spent = blocks * block_cost(cfg.q, batch, nnz)
+        assert spent <= cfg.budget * nnz < spent + 2 * (cfg.q - 1) * blocks + 1
+    assert _rmc.spb_blocks(691200, cfg) == (2, 86400)

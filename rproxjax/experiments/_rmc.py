@@ -5,9 +5,9 @@ one vectorized grayscale frame per column (pixels in [0, 1]); Omega samples 50% 
 entries (exactly, without replacement); sparse outliers S* (a fraction ``outliers`` of the
 entries, magnitude U(0.5, 1), random signs) are added to the observed entries. U in
 Gr(m, r) starts from the SVD of the zero-filled observations, S from zero. R-ProxSGD and
-R-Subgrad use minibatches of 10% of the known entries; R-ProxSPB |S1| = |Omega| and q = 5.
-Budget: 4 |Omega| stochastic gradients (R-ProxSPB: whole blocks of one refresh and q - 1
-R-SARAH steps within it, 3.6 |Omega|).
+R-Subgrad use minibatches of 10% of the known entries; R-ProxSPB |S1| = |Omega| and q = 5,
+with |S2| set so that whole blocks spend the budget exactly (:func:`spb_blocks`: 12.5%).
+Budget: 4 |Omega| stochastic gradients for every method.
 
 Steps: the paper tunes eta0 over 10^-j / |Omega|, j = 0..4. Here the proximal step is
 gamma = 1 / |Omega| and each method's eta (U block; eta / |Omega| for R-Subgrad) comes from
@@ -23,7 +23,7 @@ Reported, per method and seed, at the chosen step: F and the relative error
 of the clean frames, both along the run against IFO / |Omega| (the curve), the time, the
 recovered outliers. The run goes epoch by epoch (resumed with its state and key: the iterates
 of one call); a curve point inside an epoch (R-ProxSGD, R-Subgrad: ``points_per_pass`` per
-pass; R-ProxSPB: after every block) reruns that epoch's first t steps from the epoch's start
+pass; R-ProxSPB: after every step) reruns that epoch's first t steps from the epoch's start
 with the epoch's key, whose minibatches are the first t of the epoch's permutation, so its
 iterate is the run's after t steps. The whole grid also runs on the reported seeds, to show
 how much the step matters against the gap between the methods (it chooses nothing).
@@ -90,8 +90,7 @@ def method_setup(method, eta, step_scale, nnz, cfg):
     batch = max(1, int(cfg.batch_fraction * nnz))  # rounded down: never over the budget
     steps = max(1, int(round(1.0 / cfg.batch_fraction)))  # one pass over Omega
     if method == "R-ProxSPB":
-        block = block_cost(cfg.q, batch, nnz)
-        num_blocks = max(1, int(cfg.budget * nnz // block))
+        num_blocks, batch = spb_blocks(nnz, cfg)
         opt = rproxjax.r_prox_spb(eta, 1.0 / nnz, blocks=blocks, q=cfg.q)
         # All blocks in one epoch: like the other methods' pass-long epochs, its minibatches
         # are then disjoint (one permutation). One epoch per block draws them independently
@@ -107,6 +106,19 @@ def method_setup(method, eta, step_scale, nnz, cfg):
             raise ValueError(f"unknown method {method!r}; choose from {METHODS}.")
         kw = dict(num_epochs=epochs, steps_per_epoch=steps)
     return opt, dict(batch_size=batch, batched_loss=True, chunk_size=nnz, **kw)
+
+
+def spb_blocks(nnz: int, cfg) -> tuple[int, int]:
+    """(blocks, |S2|) of R-ProxSPB: as many whole blocks (a refresh of |Omega| and q - 1
+    R-SARAH steps of 2 |S2| sample gradients) as fit the budget at |S2| = ``batch_fraction``
+    |Omega|, then |S2| raised so that they spend the budget exactly (to a sample's rounding):
+    at the paper's q = 5 and 10% minibatches, 2 blocks of |S2| = 12.5% |Omega| spend 4
+    |Omega|, where |S2| = 10% would leave 0.4 |Omega| unspent."""
+    batch = max(1, int(cfg.batch_fraction * nnz))
+    blocks = max(1, int(cfg.budget * nnz // block_cost(cfg.q, batch, nnz)))
+    if cfg.q > 1:
+        batch = max(batch, int((cfg.budget * nnz / blocks - nnz) // (2 * (cfg.q - 1))))
+    return blocks, batch
 
 
 def _pure_fit(method, eta, step_scale, prob, u0, key, cfg):
@@ -180,9 +192,9 @@ def choose_step(grid_fs) -> int:
 
 def cut_points(method, steps_per_epoch, cfg) -> list[int]:
     """Steps within an epoch after which the curve records a point (the last: the epoch's
-    end). R-ProxSPB: after every block of q steps; the others: ``points_per_pass`` evenly
-    spaced points per pass."""
-    unit = cfg.q if method == "R-ProxSPB" else max(1, steps_per_epoch // cfg.points_per_pass)
+    end). R-ProxSPB: after every step (the refresh, then each R-SARAH step: points inside
+    its blocks); the others: ``points_per_pass`` evenly spaced points per pass."""
+    unit = 1 if method == "R-ProxSPB" else max(1, steps_per_epoch // cfg.points_per_pass)
     cuts = list(range(unit, steps_per_epoch, unit))
     return cuts + [steps_per_epoch]
 
@@ -210,7 +222,7 @@ def curve_run(method, eta, step_scale, prob, u0, seed, cfg, median) -> dict:
     for _ in range(epochs):
         for t in cut_points(method, per_epoch, cfg):
             res = rproxjax.fit(opt, loss, params, jnp.arange(nnz), key=key, opt_state=state,
-                               initial_ifo=ifo, num_epochs=1, steps_per_epoch=t, **kw)
+                               initial_ifo=ifo, num_steps=t, steps_per_epoch=per_epoch, **kw)
             if not points:  # the start, with the runner's objective there
                 points.append(point(params, 0, float(res.epoch_loss[0])))
             points.append(point(res.params, int(res.epoch_ifo[-1]), float(res.epoch_loss[-1])))
