@@ -94,8 +94,8 @@ def _check_seeds(result):
     assert seeds and tuning and not seeds & tuning
     runs = {}
     for row in summary["table"]:
-        runs.setdefault((row["method"], row["penalty"], bool(row.get("operating_point"))),
-                        []).append(row["seed"])
+        runs.setdefault((row["method"], row["penalty"], row.get("lambda2"),
+                         bool(row.get("operating_point"))), []).append(row["seed"])
     assert all(sorted(s) == sorted(seeds) for s in runs.values())
     tuned = [row["seed"] for unit in _units(result, "tune/R-ProxSPB/").values() for row in unit]
     tuned += [u["seed"] for k, u in _units(result, "tune/").items() if "seed=" in k]
@@ -116,12 +116,16 @@ def _check_tuning(result):
     dist = [abs(math.log(max(p["nonzeros"], 0.5) / cfg["target_nonzeros"]))
             for p in tuning["points"]]
     assert abs(math.log(max(op["nonzeros"], 0.5) / cfg["target_nonzeros"])) == min(dist)
-    for method, m in summary["matched"].items():
-        pens = cfg["spams_penalties"] if method == "SPAMS" else cfg["sklearn_penalties"]
+    for method, m in summary["matched"].items():  # SPAMS over gamma1 x lambda2
+        pens = ([f"{float(p)!r}/lambda2={float(l2)!r}" for l2 in cfg["spams_lambda2s"]
+                 for p in cfg["spams_penalties"]] if method == "SPAMS" else
+                [f"{float(p)!r}" for p in cfg["sklearn_penalties"]])
         ev = {p: np.median([result["units"][f"tune/{method}/{p}/seed={s}"]["explained_variance"]
                             for s in cfg["tuning_seeds"]]) for p in pens}
         best = min(ev, key=lambda p: abs(math.log(ev[p] / op["explained_variance"])))
-        assert m["penalty"] == best
+        chosen = f"{m['penalty']!r}" + ("" if m["lambda2"] is None else
+                                        f"/lambda2={m['lambda2']!r}")
+        assert chosen == best
 
 
 def _check_single_point(result):
@@ -137,7 +141,7 @@ def _check_single_point(result):
             assert e["penalty"] == summary["matched"][method]["penalty"]
         for i, seed in enumerate(cfg["seeds"]):
             row = [r for r in summary["table"] if r["method"] == method and r["seed"] == seed
-                   and r["penalty"] == e["penalty"]
+                   and r["penalty"] == e["penalty"] and r.get("lambda2") == e["lambda2"]
                    and bool(r.get("operating_point")) == (method == "R-ProxSPB")]
             assert len(row) == 1
             assert e["nonzeros_normalized"][i] == row[0]["nonzeros_normalized"]

@@ -52,18 +52,26 @@ def _single_lines(result) -> list[str]:
              f"seeds was nearest {cfg['target_nonzeros']}; each peer at its penalty whose median "
              "explained variance on the tuning seeds was nearest R-ProxSPB's), median [min, "
              "max] over the seeds:", "",
-             "| method | penalty | nonzeros | expl. var. | adj. var. | zero columns | time (s) "
-             "| IFO |", "|---|---|---|---|---|---|---|---|"]
+             "| method | penalty | nonzeros | expl. var. | expl. var., the paper's scale | "
+             "adj. var. | zero columns | time (s) | IFO |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for e in single:
-        pen = f"{e['penalty']:.4g}" + (f" (eta {e['eta']:g})" if e.get("eta") else "")
+        pen = (f"{e['penalty']:.4g}" + (f" (eta {e['eta']:g})" if e.get("eta") else "")
+               + (f", lambda2 {e['lambda2']:g}" if e.get("lambda2") is not None else ""))
+        paper = e.get("explained_variance_paper")
         lines.append(f"| {e['method']} | {pen} | {_range(e['nonzeros_normalized'], '.0f')} | "
                      f"{_range(e['explained_variance'], '.4f')} | "
+                     f"{_range(paper, '.5g') if paper else ''} | "
                      f"{_range(e['adjusted_variance'], '.4f')} | "
                      f"{_range(e['zero_columns'], '.0f')} | "
                      f"{_range(e['wall_time'], '.2f')} | {_range(e['ifo'], '.0f')} |")
     lines += ["", "The explained variance divides by tr(X^T X): it averages over the nonzero "
               "columns, and zero columns do not lower it; the adjusted variance sums over the "
-              "columns.", "", "Paired by seed (nonzeros / explained variance):", "",
+              "columns. \"The paper's scale\" is its tr(X^T A A^T X) / tr(X^T X) with A the "
+              "centred data (pixels in [0, 1]) as given, not divided by ||A||_F^2; it grows with "
+              "n and the pixel scale, so the paper's values (its own data scaling) compare only "
+              "as ratios between methods.", "",
+              "Paired by seed (nonzeros / explained variance):", "",
               "| seed | " + " | ".join(e["method"] for e in single) + " |",
               "|---" * (len(single) + 1) + "|"]
     for i, seed in enumerate(single[0]["seeds"]):
@@ -89,10 +97,11 @@ def _tuning_lines(result) -> list[str]:
         lines.append(f"| {p['mu']:.6g}{mark} | {p['eta']:g} | {losses} | "
                      f"{p['nonzeros']:g} | {p['explained_variance']:.4f} |")
     for method, m in s["matched"].items():
-        evs = ", ".join(f"{float(k):g}: {float(v):.4f}"
+        evs = ", ".join(f"{k}: {float(v):.4f}"
                         for k, v in m["median_explained_variance"].items())
-        lines.append(f"\n{method}: matched penalty {float(m['penalty']):g} (median explained "
-                     f"variance per penalty: {evs}).")
+        l2 = "" if m.get("lambda2") is None else f", lambda2 = {float(m['lambda2']):g}"
+        lines.append(f"\n{method}: matched penalty {float(m['penalty']):g}{l2} (median "
+                     f"explained variance per setting: {evs}).")
     return lines
 
 
@@ -108,7 +117,8 @@ def _front_lines(result) -> list[str]:
                 for m, v in rng.items()}
         mark = " (operating point)" if e.get("operating_point") else ""
         eta = "" if e.get("eta") is None else f"{e['eta']:g}"
-        lines.append(f"| {e['method']} | {e['penalty']:.6g}{mark} | {eta} | "
+        l2 = "" if e.get("lambda2") is None else f", lambda2 {e['lambda2']:g}"
+        lines.append(f"| {e['method']} | {e['penalty']:.6g}{l2}{mark} | {eta} | "
                      f"{cell['nonzeros_normalized']} | {cell['explained_variance']} | "
                      f"{cell['adjusted_variance']} | {e['orthonormality']['max']:.1e} |")
     return lines
@@ -129,21 +139,28 @@ def section(result) -> list[str]:
 
 def figures(result: dict) -> dict:
     """Explained and adjusted variance against nonzeros: each seed's runs (dots), the median
-    over seeds of each penalty (line) and the single-point comparison (stars)."""
+    over seeds of each penalty (a line per SPAMS lambda2) and the single-point comparison
+    (stars)."""
     cfg, s = result["config"], result["summary"]
     fig = figure(figsize=(11, 4.2))
     axes = fig.subplots(1, 2)
     metrics = ("explained_variance", "adjusted_variance")
     for method in (OURS, "SPAMS", "MiniBatchSparsePCA"):
         rows = [r for r in s["table"] if r["method"] == method]
-        front = sorted((e for e in s["front"] if e["method"] == method),
-                       key=lambda e: e["penalty"])
+        lambda2s = sorted({e.get("lambda2") or 0.0 for e in s["front"]
+                           if e["method"] == method})
+        for k, l2 in enumerate(lambda2s):
+            front = sorted((e for e in s["front"] if e["method"] == method
+                            and (e.get("lambda2") or 0.0) == l2), key=lambda e: e["penalty"])
+            name = method + (f", lambda2 = {l2:g}" if len(lambda2s) > 1 else "")
+            for ax, metric in zip(axes, metrics, strict=True):
+                ax.plot([e["nonzeros_normalized"]["median"] for e in front],
+                        [e[metric]["median"] for e in front], marker="os^v"[k % 4], ms=3,
+                        linestyle=("-", "--", ":", "-.")[k % 4], color=COLORS[method],
+                        label=name)
         for ax, metric in zip(axes, metrics, strict=True):
             ax.scatter([r["nonzeros_normalized"] for r in rows], [r[metric] for r in rows],
                        s=8, alpha=0.35, color=COLORS[method])
-            ax.plot([e["nonzeros_normalized"]["median"] for e in front],
-                    [e[metric]["median"] for e in front], marker="o", ms=3,
-                    color=COLORS[method], label=method)
     for e in s["single_point"]:
         for ax, metric in zip(axes, metrics, strict=True):
             ax.scatter([np.median(e["nonzeros_normalized"])], [np.median(e[metric])],

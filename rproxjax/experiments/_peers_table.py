@@ -17,8 +17,10 @@ batch size and the same number of gradient oracles", and reports one point per m
   ``mus``, then ``bisection_steps`` geometric bisections of the bracketing interval), and
   each peer's matched penalty (its median explained variance nearest R-ProxSPB's at the
   operating point, on the tuning seeds; medians, as one seed can stay far denser).
+* SPAMS runs over the grid of its two parameters, ``spams_penalties`` (gamma1) times
+  ``spams_lambda2s`` (the codes' ridge weight); MiniBatchSparsePCA over ``sklearn_penalties``.
 * The paper's single-point comparison: R-ProxSPB at the operating point against each peer at
-  its matched penalty, paired by seed. The fronts: every method's whole sweep.
+  its matched setting, paired by seed. The fronts: every method's whole sweep.
 * Metrics (:func:`rproxjax.experiments._peers.loadings_metrics`): the paper's explained
   variance tr(X^T A A^T X) / tr(X^T X) (as a fraction of ||A||_F^2), the adjusted variance of
   Zou, Hastie and Tibshirani (which does not reward correlated loadings), nonzeros
@@ -170,45 +172,65 @@ def _tune(store, cfg, program, data, progress, name) -> dict:
 
 
 def _match(store, cfg, data, op, progress, name) -> dict:
-    """Each peer's penalty whose median explained variance over the tuning seeds is nearest
-    (in ratio) R-ProxSPB's (median) at the operating point."""
+    """Each peer's setting (penalty, and SPAMS's lambda2) whose median explained variance over
+    the tuning seeds is nearest (in ratio) R-ProxSPB's (median) at the operating point."""
     matched = {}
     for method in PEERS:
         med_ev = {}
-        for penalty in _penalties(cfg, method):
-            rows = [_peer(store, cfg, data, method, penalty, s, progress, name, tuning=True)
+        for setting in _settings(cfg, method):
+            rows = [_peer(store, cfg, data, method, setting, s, progress, name, tuning=True)
                     for s in cfg.tuning_seeds]
-            med_ev[penalty] = float(np.median([r["explained_variance"] for r in rows]))
+            med_ev[setting] = float(np.median([r["explained_variance"] for r in rows]))
         target = op["explained_variance"]
-        matched[method] = {"penalty": min(med_ev, key=lambda p: abs(
-            math.log(max(med_ev[p], 1e-12) / max(target, 1e-12)))),
-            "median_explained_variance": {str(p): v for p, v in med_ev.items()}}
+        penalty, lambda2 = min(med_ev, key=lambda p: abs(
+            math.log(max(med_ev[p], 1e-12) / max(target, 1e-12))))
+        matched[method] = {"penalty": penalty, "lambda2": lambda2,
+                           "median_explained_variance": {label(p): v
+                                                         for p, v in med_ev.items()}}
     return matched
 
 
-def _penalties(cfg, method):
-    return cfg.spams_penalties if method == "SPAMS" else cfg.sklearn_penalties
+def _settings(cfg, method) -> list[tuple]:
+    """A peer's settings (penalty, lambda2): SPAMS over its gamma1 and code-ridge lambda2
+    grids, MiniBatchSparsePCA over alpha (lambda2 None)."""
+    if method == "SPAMS":
+        return [(float(g), float(l2)) for l2 in cfg.spams_lambda2s for g in cfg.spams_penalties]
+    return [(float(a), None) for a in cfg.sklearn_penalties]
 
 
-def _peer(store, cfg, data, method, penalty, seed, progress, name, *, tuning=False) -> dict:
-    """One peer run (a store unit), at the budget of R-ProxSPB."""
+def setting(row) -> tuple:
+    """The (penalty, lambda2) of a run (lambda2 None but for SPAMS)."""
+    return row["penalty"], row.get("lambda2")
+
+
+def label(s) -> str:
+    """``"penalty"`` or ``"penalty, lambda2 = l2"``."""
+    return f"{s[0]:g}" if s[1] is None else f"{s[0]:g}, lambda2 = {s[1]:g}"
+
+
+def _peer(store, cfg, data, method, setting_, seed, progress, name, *, tuning=False) -> dict:
+    """One peer run (a store unit) at a setting (penalty, lambda2), at R-ProxSPB's budget."""
     from rproxjax.experiments import _peers
 
-    key = f"{'tune/' if tuning else ''}{method}/{penalty}/seed={seed}"
+    penalty, lambda2 = setting_
+    extra = "" if lambda2 is None else f"/lambda2={lambda2!r}"
+    key = f"{'tune/' if tuning else ''}{method}/{penalty!r}{extra}/seed={seed}"
     if not store.has(key):
         budget = store.get("setup")["budget"]
-        say(progress, f"{name}: {method}, penalty = {penalty}, seed {seed}, budget {budget}")
+        say(progress, f"{name}: {method}, {label(setting_)}, seed {seed}, budget {budget}")
+        kw = {} if lambda2 is None else {"lambda2": lambda2}
         fn = _peers.run_spams if method == "SPAMS" else _peers.run_sklearn
         summary, _ = fn(np.asarray(data), r=cfg.r, penalty=penalty, budget_ifo=budget,
-                        batch_size=cfg.batch_size, seed=seed)
-        store.put(key, dict(summary, seed=int(seed), over_budget=summary["ifo"] > budget))
+                        batch_size=cfg.batch_size, seed=seed, **kw)
+        store.put(key, dict(summary, seed=int(seed), over_budget=summary["ifo"] > budget,
+                            **({} if lambda2 is None else {"lambda2": lambda2})))
     return store.get(key)
 
 
 def run(name, cfg, out_dir, *, force=False, progress=True) -> dict:
     from rproxjax.experiments import _peers
 
-    settings = {"spams_lambda2": _peers.SPAMS_LAMBDA2, "peer_blas_threads": 1,
+    settings = {"peer_blas_threads": 1,
                 "nonzero_tol": _peers.NONZERO_TOL}
     store = Store(out_dir, name, dict(dataclasses.asdict(cfg), **settings), force=force)
     dtype = check_dtype(cfg.dtype)
@@ -236,9 +258,9 @@ def run(name, cfg, out_dir, *, force=False, progress=True) -> dict:
             say(progress, f"{name}: R-ProxSPB at the operating point, seed {seed}")
             store.put(key, _timed(cfg, data, op["eta"], op["mu"], seed))
     for method in PEERS:
-        for penalty in _penalties(cfg, method):
+        for setting_ in _settings(cfg, method):
             for seed in cfg.seeds:
-                _peer(store, cfg, data, method, penalty, seed, progress, name)
+                _peer(store, cfg, data, method, setting_, seed, progress, name)
     return store.finish(summarize(store.data))
 
 
@@ -252,25 +274,29 @@ def _reported_rows(units) -> list[dict]:
             rows += [dict(r) for r in unit]
         elif key.startswith((OURS + "/operating_point/",) + tuple(p + "/" for p in PEERS)):
             rows.append(dict(unit))
+    for row in rows:  # the paper's tr(X^T A A^T X) / tr(X^T X), not divided by ||A||_F^2
+        row["explained_variance_paper"] = row["explained_variance"] * row["total_variance"]
     return rows
 
 
-METRICS = ("nonzeros_normalized", "explained_variance", "adjusted_variance", "wall_time", "ifo",
-           "zero_columns")
+METRICS = ("nonzeros_normalized", "explained_variance", "explained_variance_paper",
+           "adjusted_variance", "wall_time", "ifo", "zero_columns")
 
 
 def _single_point(rows, op, matched, seeds) -> list[dict]:
     """Per method, the single-point comparison's numbers as lists aligned with ``seeds``."""
     out = []
     for method in (OURS,) + PEERS:
+        lambda2 = None
         if method == OURS:
             sub = [r for r in rows if r.get("operating_point")]
             penalty = op["mu"]
         else:
-            penalty = matched[method]["penalty"]
-            sub = [r for r in rows if r["method"] == method and r["penalty"] == penalty]
+            penalty, lambda2 = matched[method]["penalty"], matched[method].get("lambda2")
+            sub = [r for r in rows if r["method"] == method
+                   and setting(r) == (penalty, lambda2)]
         by_seed = {r["seed"]: r for r in sub}
-        entry = {"method": method, "penalty": penalty, "seeds": list(seeds),
+        entry = {"method": method, "penalty": penalty, "lambda2": lambda2, "seeds": list(seeds),
                  "eta": op["eta"] if method == OURS else None}
         for m in METRICS:
             entry[m] = [by_seed[s][m] for s in seeds]
@@ -279,18 +305,21 @@ def _single_point(rows, op, matched, seeds) -> list[dict]:
 
 
 def _front(rows) -> list[dict]:
-    """Per method and penalty: median, min and max over the seeds of each metric."""
+    """Per method and setting: median, min and max over the seeds of each metric."""
     out = []
     for method in (OURS,) + PEERS:
         sub = [r for r in rows if r["method"] == method]
-        for penalty, op in sorted({(r["penalty"], bool(r.get("operating_point")))
-                                   for r in sub}):
-            runs = [r for r in sub
-                    if r["penalty"] == penalty and bool(r.get("operating_point")) == op]
-            entry = {"method": method, "penalty": penalty, "runs": len(runs),
+        keys = {(r.get("lambda2") or 0.0, r["penalty"], bool(r.get("operating_point")))
+                for r in sub}
+        for lambda2, penalty, op in sorted(keys):
+            runs = [r for r in sub if r["penalty"] == penalty
+                    and (r.get("lambda2") or 0.0) == lambda2
+                    and bool(r.get("operating_point")) == op]
+            entry = {"method": method, "penalty": penalty, "lambda2": runs[0].get("lambda2"),
+                     "runs": len(runs),
                      "eta": runs[0].get("eta"), "operating_point": op}
-            for m in ("nonzeros_normalized", "explained_variance", "adjusted_variance",
-                      "orthonormality", "ifo"):
+            for m in ("nonzeros_normalized", "explained_variance", "explained_variance_paper",
+                      "adjusted_variance", "orthonormality", "ifo"):
                 vals = [float(r[m]) for r in runs]
                 entry[m] = {"median": float(np.median(vals)), "min": min(vals),
                             "max": max(vals)}
@@ -336,7 +365,7 @@ def _single_claim(single, cfg, dataset) -> list[dict]:
                    f"{ours['penalty']:.4g}, eta = {ours['eta']:g}) "
                    f"{_med(ours['nonzeros_normalized'], '.0f')} nonzeros, explained variance "
                    f"{_med(ours['explained_variance'], '.4f')}; {peer['method']} (penalty "
-                   f"{peer['penalty']:g}, matched on explained variance on the tuning seeds) "
+                   f"{label(setting(peer))}, matched on explained variance on the tuning seeds) "
                    f"{_med(peer['nonzeros_normalized'], '.0f')} nonzeros, "
                    f"{_med(peer['explained_variance'], '.4f')}; fewer nonzeros on "
                    f"{sum(fewer)}/{len(fewer)} seeds, variance ratio {_med(ratio, '.2f')} "
