@@ -45,7 +45,6 @@ import numpy as np
 
 import rproxjax
 from rproxjax import problems
-from rproxjax._contract import block_cost
 from rproxjax._linalg import mm
 from rproxjax.datasets import load_video_frames, video_matrix
 from rproxjax.experiments import _claims
@@ -109,16 +108,11 @@ def method_setup(method, eta, step_scale, nnz, cfg):
 
 
 def spb_blocks(nnz: int, cfg) -> tuple[int, int]:
-    """(blocks, |S2|) of R-ProxSPB: as many whole blocks (a refresh of |Omega| and q - 1
-    R-SARAH steps of 2 |S2| sample gradients) as fit the budget at |S2| = ``batch_fraction``
-    |Omega|, then |S2| raised so that they spend the budget exactly (to a sample's rounding):
-    at the paper's q = 5 and 10% minibatches, 2 blocks of |S2| = 12.5% |Omega| spend 4
-    |Omega|, where |S2| = 10% would leave 0.4 |Omega| unspent."""
-    batch = max(1, int(cfg.batch_fraction * nnz))
-    blocks = max(1, int(cfg.budget * nnz // block_cost(cfg.q, batch, nnz)))
-    if cfg.q > 1:
-        batch = max(batch, int((cfg.budget * nnz / blocks - nnz) // (2 * (cfg.q - 1))))
-    return blocks, batch
+    """(blocks, |S2|) of R-ProxSPB: whole blocks whose |S2| spends the budget exactly
+    (:func:`rproxjax._tasks.rmc.spb_blocks`, shared with ``robust_matrix_completion``)."""
+    from rproxjax._tasks.rmc import spb_blocks as blocks_in
+
+    return blocks_in(nnz, cfg.budget, cfg.batch_fraction, cfg.q)
 
 
 def _pure_fit(method, eta, step_scale, prob, u0, key, cfg):
