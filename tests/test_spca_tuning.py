@@ -117,7 +117,7 @@ def test_tune_runs_a_screen_then_a_search_at_the_budget():
     assert out["screen_ifo_over_n"] == pytest.approx(0.5)
     assert out["budget_ifo_over_n"] == pytest.approx(1.0)
     assert {(r["panel"], r["eta"]) for r in screen} == {
-        (p, e) for p in (0, 1) for e in out["etas"]}
+        (p, e) for p in (0, 1) for e in out["screen_etas"]}
     assert all(len(r["loss_per_seed"]) == 2 for r in out["records"])
     for p, choice in enumerate(out["choices"]):
         mine = {r["eta"]: r["loss"] for r in budget if r["panel"] == p}

@@ -211,11 +211,12 @@ def tune(method, cfg, data, mus, *, optimizer, schedule, seed_keys, gammas=None)
 
     Returns:
       ``{"choices": [{"eta", "gamma", "loss", "moves", "converged"} per mu], "records":
-      [every evaluated lane], "etas"/"gammas": the extended axes, "screen_steps",
+      [every evaluated lane], "etas"/"gammas": the extended axes ("screen_etas"/
+      "screen_gammas": after the screen, before the local search), "screen_steps",
       "budget_steps", "screen_ifo_over_n", "budget_ifo_over_n", "wall_time"}``.
     """
     n = data.shape[0]
-    proximal = method != "R-Subgrad" and not method.startswith("R-Subgrad ")
+    proximal = not method.startswith("R-Subgrad")  # R-Subgrad, R-Subgrad-1: no gamma
     if gammas is None:
         gammas = cfg.tuning_gammas if proximal else (cfg.gamma,)
     tune_gamma = proximal and len(gammas) > 1
@@ -233,13 +234,14 @@ def tune(method, cfg, data, mus, *, optimizer, schedule, seed_keys, gammas=None)
                     gamma_axis if tune_gamma else Axis(gammas[:1]), cfg.max_extensions)
     if not tune_gamma:
         gamma_axis = Axis(gammas[:1])
+    screened = {"screen_etas": list(eta_axis.values), "screen_gammas": list(gamma_axis.values)}
     choices = _local_search(evs["budget"], start, eta_axis, gamma_axis, cfg.max_moves,
                             tune_gamma)
     for c, s in zip(choices, start, strict=True):
         c["screen_eta"], c["screen_gamma"] = s
     records = evs["screen"].records + (evs["budget"].records
                                        if evs["budget"] is not evs["screen"] else [])
-    return {"choices": choices, "records": records, "etas": eta_axis.values,
+    return {"choices": choices, "records": records, **screened, "etas": eta_axis.values,
             "gammas": gamma_axis.values if tune_gamma else list(gammas[:1]),
             "tuned_gamma": tune_gamma,
             "screen_steps": steps["screen"], "budget_steps": steps["budget"],
