@@ -62,7 +62,8 @@ def planted():
 #
 # * ONE_VARIANT: parametrized tests whose variants each took >= 8 s run one variant (the
 #   first not marked slow in the file) by default and the others with -m slow.
-# * SLOW: single tests (or first variants) that took >= 20 s, apart from KEPT.
+# * SLOW: single tests (or first variants) that took >= 20 s, apart from KEPT, and every
+#   user of a module fixture that runs a whole page or experiment (the fixture's cost).
 # * KEPT: the contracts the default run keeps whatever they cost: the reproduction pipeline
 #   end to end, the README's tasks, no global configuration changed, scikit-learn's estimator
 #   checks, compile counts, a saved state resuming bit-identically, the callback stopping a
@@ -109,7 +110,6 @@ ONE_VARIANT = {
     "test_monitor.py::test_pure_fit_calls_back_every_epoch_under_jit_and_per_lane_under_vmap",
     "test_monitor.py::test_a_callback_stops_the_run_and_the_rest_resumes_bit_identically",
     "test_monitor.py::test_a_first_fit_compiles_three_programs_and_a_second_none",
-    "test_degenerate_subproblems.py::test_loose_solves_of_degenerate_subproblems_take_few_steps",
     "test_variance_reduced.py::test_fit_evaluates_the_second_gradient_with_the_first",
     "test_variance_reduced.py::test_converges_on_planted_sparse_pca_and_stays_feasible",
     "test_sweep.py::test_lanes_sharing_one_key_equal_single_runs_with_it",
@@ -126,6 +126,19 @@ ONE_VARIANT = {
     "test_stiefel.py::test_second_derivatives_of_retractions_match_finite_differences",
 }
 SLOW = {
+    # the users of a module fixture that runs a whole page or experiment (>= 130 s)
+    "test_docs.py::test_getting_started_optax_loop",
+    "test_docs.py::test_getting_started_early_stopping",
+    "test_docs.py::test_getting_started_sweep",
+    "test_docs.py::test_getting_started_rmc",
+    "test_experiments_rmc.py::test_rmc_steps_are_chosen_on_tuning_seeds_only",
+    "test_experiments_rmc.py::test_rmc_curves_of_f_and_error_against_ifo",
+    "test_experiments_rmc.py::test_rmc_curve_points_lie_on_the_uninterrupted_run",
+    "test_experiments_rmc.py::test_rmc_verdicts_are_counted_over_seeds",
+    "test_experiments_rmc.py::test_rmc_reference_and_curves_are_on_the_plot",
+    "test_experiments_rmc.py::test_rmc_section_shows_the_step_grid",
+    "test_readme.py::test_usage_page_scaling_out",
+    "test_degenerate_subproblems.py::test_loose_solves_of_degenerate_subproblems_take_few_steps",
     "test_docs.py::test_getting_started_sparse_pca",
     "test_experiments.py::test_command_line",
     "test_subproblem.py::test_unconverged_calls_return_the_best_iterate",
