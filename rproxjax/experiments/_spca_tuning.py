@@ -33,6 +33,8 @@ import numpy as np
 
 import rproxjax
 from rproxjax import problems
+from rproxjax._contract import block_cost
+from rproxjax.experiments._spca_protocol import BLOCK_METHODS
 
 #: The factor by which an axis extends past its edge.
 EXTEND = 2.0
@@ -102,7 +104,7 @@ class Evaluator:
         self.lanes = cfg.tuning_lanes
         self.program = _program(method, cfg, data.shape[1], data.dtype, steps, optimizer,
                                 batch_size)
-        self.steps, self.n, self.dtype = steps, data.shape[0], data.dtype
+        self.n, self.dtype = data.shape[0], data.dtype
         self.cache, self.records, self.wall_time = {}, [], 0.0
 
     def __call__(self, lanes) -> None:
@@ -220,20 +222,20 @@ def tune(method, cfg, data, mus, *, optimizer, schedule, seed_keys, gammas=None)
     if gammas is None:
         gammas = cfg.tuning_gammas if proximal else (cfg.gamma,)
     tune_gamma = proximal and len(gammas) > 1
-    eta_axis, gamma_axis = Axis(cfg.etas, ETA_CAP.get(method)), Axis(gammas)
+    eta_axis = Axis(cfg.etas, ETA_CAP.get(method))
+    gamma_axis = Axis(gammas if tune_gamma else gammas[:1])
     budget = schedule(method, cfg.budget, n, cfg)
     screen_budget = max(cfg.grid_budget, _block_ifo(method, cfg, n))
     screen = schedule(method, screen_budget, n, cfg)
     steps = {name: s["steps_per_epoch"] * s["num_epochs"]
              for name, s in (("screen", screen), ("budget", budget))}
+    # where the screen runs at the budget, one evaluator's runs serve both stages (recorded
+    # as "budget")
+    stages = ("budget",) if steps["screen"] == steps["budget"] else ("screen", "budget")
     evs = {name: Evaluator(method, cfg, data, mus, steps[name], seed_keys, optimizer,
-                           budget["batch_size"], name) for name in steps}
-    if steps["screen"] == steps["budget"]:  # the screen runs at the budget: its runs serve
-        evs["screen"] = evs["budget"]       # both stages (recorded as "budget")
-    start = _screen(evs["screen"], eta_axis,
-                    gamma_axis if tune_gamma else Axis(gammas[:1]), cfg.max_extensions)
-    if not tune_gamma:
-        gamma_axis = Axis(gammas[:1])
+                           budget["batch_size"], name) for name in stages}
+    evs.setdefault("screen", evs["budget"])
+    start = _screen(evs["screen"], eta_axis, gamma_axis, cfg.max_extensions)
     screened = {"screen_etas": list(eta_axis.values), "screen_gammas": list(gamma_axis.values)}
     choices = _local_search(evs["budget"], start, eta_axis, gamma_axis, cfg.max_moves,
                             tune_gamma)
@@ -242,7 +244,7 @@ def tune(method, cfg, data, mus, *, optimizer, schedule, seed_keys, gammas=None)
     records = evs["screen"].records + (evs["budget"].records
                                        if evs["budget"] is not evs["screen"] else [])
     return {"choices": choices, "records": records, **screened, "etas": eta_axis.values,
-            "gammas": gamma_axis.values if tune_gamma else list(gammas[:1]),
+            "gammas": gamma_axis.values,
             "tuned_gamma": tune_gamma,
             "screen_steps": steps["screen"], "budget_steps": steps["budget"],
             "screen_ifo_over_n": _ifo(records, evs["screen"].stage),
@@ -256,7 +258,4 @@ def _ifo(records, stage):
 
 def _block_ifo(method, cfg, n):
     """One block's IFO/n for the block methods, else 0."""
-    from rproxjax._contract import block_cost
-    from rproxjax.experiments._spca_protocol import BLOCK_METHODS
-
     return block_cost(cfg.q, cfg.batch_size, n) / n if method in BLOCK_METHODS else 0.0
