@@ -1,8 +1,10 @@
 """One epoch as a pure function: the compiled unit of a run.
 
 An epoch is a ``lax.scan`` over minibatches (or an outer scan over blocks of
-one refresh and q - 1 minibatch steps, so nothing is branched on the step
-count and a vmapped sweep never computes large batches at small steps). An
+one refresh and q - 1 minibatch steps, each a scan whose body chooses the refresh's
+gradient by ``lax.cond`` on the step's index in its block: the optimizer's update is
+traced once, and a vmapped sweep, whose lanes share that index, never computes large
+batches at small steps). An
 epoch can also be a segment of a block (:meth:`EpochProgram.segments`): the
 block's samples are drawn from its key as a whole-block epoch draws them, and
 each segment runs its slice of them.
@@ -256,21 +258,32 @@ class EpochProgram:
                 return jax.tree.map(lambda a: a[0], both), jax.tree.map(lambda a: a[1], both)
         return self._on_batch(self.objective.grad, x, element, False), None
 
+    def _batch_fn(self, fn, element, refresh):
+        """p -> fn(p, the step's batch). With a Python bool ``refresh`` the batch is
+        ``element``; in a block's step (:meth:`_blocks`: ``refresh`` traced) ``element`` is
+        (minibatch, refresh batch) and the batch is chosen at run time."""
+        if isinstance(refresh, bool):
+            return lambda p: self._on_batch(fn, p, element, refresh)
+        small, big = element
+        return lambda p: lax.cond(refresh, lambda: self._on_batch(fn, p, big, True),
+                                  lambda: self._on_batch(fn, p, small, False))
+
     def _extra(self, element, refresh, grad_fn_value=None):
         extra = {}
         if self.needs.refresh_every is not None:
             extra["refresh"] = refresh
         if grad_fn_value is not None:
             extra["grad_fn_value"] = grad_fn_value
-        if self.needs.grad_fn and not refresh:
-            extra["grad_fn"] = lambda p: self._on_batch(self.objective.grad, p, element, False)
+        if self.needs.grad_fn and refresh is not True:  # called on minibatch steps only
+            small = element if refresh is False else element[0]
+            extra["grad_fn"] = lambda p: self._on_batch(self.objective.grad, p, small, False)
         if self.needs.value_fn:
-            extra["value_fn"] = lambda p: self._on_batch(self.objective.batch_loss, p, element,
-                                                         refresh)
+            extra["value_fn"] = self._batch_fn(self.objective.batch_loss, element, refresh)
         return extra
 
     def step(self, carry, g, element, cost, refresh, grad_fn_value=None):
-        """One update from gradient ``g`` of the batch that ``element`` describes."""
+        """One update from gradient ``g`` of the batch that ``element`` describes
+        (``refresh`` and ``element`` as in :meth:`_batch_fn`)."""
         x, state, ifo = carry
         g_true = self.full_grad(x) if self.record_variance else None
         updates, state = self.optimizer.update(g, state, x,
@@ -307,7 +320,7 @@ class EpochProgram:
             variance = total_sq_norm(jax.tree.map(jnp.subtract, v, g_true))
         if self.record_loss:
             loss = self.full_loss(state, x) if self.finite_sum else \
-                self._on_batch(self.objective.batch_loss, x, element, refresh) \
+                self._batch_fn(self.objective.batch_loss, element, refresh)(x) \
                 + self.objective.h(state, x)
         return History(ifo, zeta_norm, steps, residual, status, feasibility,
                        any_halted(state), jnp.bool_(refresh), variance, loss)
@@ -321,19 +334,41 @@ class EpochProgram:
         return lax.scan(body, carry, inputs)
 
     def _blocks(self, carry, inputs):
+        """Blocks of a refresh (on the block's large batch) and minibatch steps. A block is
+        one scan over its steps whose body traces :meth:`step` once, the refresh chosen
+        by ``lax.cond`` on the step index: the program holds one copy of the optimizer's
+        update (its subproblem solver), not one for the refresh and one for the rest."""
+        refresh_ifo = refresh_cost(self.sampler.n if inputs[1] is None
+                                   else self.plan.refresh_size)
+        minibatch_ifo = step_cost(self.needs, self.plan.batch_size)
+
         def block(c, block_inputs):
             small, big = block_inputs
-            g_big = self._on_batch(self.objective.grad, c[0], big, True)
-            cost = refresh_cost(self.sampler.n if big is None else self.plan.refresh_size)
-            c, h0 = self.step(c, g_big, big, cost, True)
+            # Step k takes minibatch k - 1; step 0 (the refresh) a placeholder of zeros.
+            steps = jax.tree.map(lambda a: jnp.concatenate(
+                [jnp.zeros((1,) + a.shape[1:], a.dtype), a]), small)
 
-            def inner(c2, element):
-                g, g_point = self.minibatch_grads(c2[0], c2[1], element)
-                return self.step(c2, g, element, step_cost(self.needs, self.plan.batch_size),
-                                 False, g_point)
+            def body(c2, k_element):
+                k, element = k_element
+                refresh = k == 0
 
-            c, hs = lax.scan(inner, c, small)
-            return c, jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), h0, hs)
+                def minibatch():
+                    return self.minibatch_grads(c2[0], c2[1], element)
+
+                paired = jax.eval_shape(minibatch)[1]  # None where unpaired
+
+                def large():  # the refresh's gradient; its paired one is unused (zeros)
+                    g = self._on_batch(self.objective.grad, c2[0], big, True)
+                    return g, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), paired)
+
+                g, g_point = lax.cond(refresh, large, minibatch)
+                ifo_dtype = c2[2].dtype
+                cost = jnp.where(refresh, jnp.asarray(refresh_ifo, ifo_dtype),
+                                 jnp.asarray(minibatch_ifo, ifo_dtype))
+                return self.step(c2, g, (element, big), cost, refresh, g_point)
+
+            count = jax.tree.leaves(steps)[0].shape[0]
+            return lax.scan(body, c, (jnp.arange(count), steps))
 
         carry, hist = lax.scan(block, carry, inputs)
         return carry, jax.tree.map(lambda a: a.reshape((-1,) + a.shape[2:]), hist)

@@ -3,9 +3,11 @@
 Every knob of the semi-smooth Newton kernel is a field here, passed whole to
 :func:`rproxjax.tangent_prox`, :func:`rproxjax.proximal_step`, every optimizer and
 :func:`rproxjax.manpg` (``ssn=...``). ``tol`` and ``rtol`` are the pytree's leaves
-(traced under ``jax.jit``/``jax.vmap``: new values never recompile); every other
-field is static (part of the tree structure: two values that differ in one compile
-two programs, and no cache needs clearing). ``docs/subproblem.md`` gives each
+(traced under ``jax.jit``/``jax.vmap``: new values never recompile, except that a
+concrete ``rtol`` moving between 0 and a positive value selects the tight or the loose
+branch of the Newton steps at trace time, one program each); every other field is static
+(part of the tree structure: two values that differ in one compile two programs, and no
+cache needs clearing). ``docs/subproblem.md`` gives each
 field's reason.
 """
 

@@ -19,10 +19,12 @@ test, which ends it).
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from rproxjax import _checks
@@ -275,13 +277,15 @@ def _finish(p: _steps.Problem, g, lam0, smooth, out: LoopState):
     return zeta, info
 
 
-def _solver(ssn: SSN):
+def _solver(ssn: SSN, loose: bool | None = None):
     """solve(x, g, t, reg, lam0, smooth, tol, rtol) -> (zeta, info) for the static settings
     ``ssn``; where :func:`sequential_lanes`, with a ``custom_vmap`` rule
-    (:func:`_mapped_lanes`)."""
+    (:func:`_mapped_lanes`). ``loose``: whether ``rtol > 0`` where known at trace time
+    (:func:`rproxjax._ssn.steps.is_loose`)."""
+    rule = _steps.rule(ssn, loose)
 
     def loop(p, start):
-        return newton_loop(p, ssn, start)
+        return newton_loop(p, ssn, start, rule)
 
     def solve(x, g, t, reg, lam, smooth, tol, rtol):
         p, start = _begin(x, g, t, reg, lam, tol, rtol)
@@ -299,15 +303,15 @@ def sequential_lanes(ssn: SSN) -> bool:
     return bool(ssn.sequential_lanes)
 
 
-@jax.jit
-def _solve_jit(x, g, t, reg, lam, lam_h, sub, ssn):
+@functools.partial(jax.jit, static_argnames="loose")
+def _solve_jit(x, g, t, reg, lam, lam_h, sub, ssn, loose=None):
     # ssn's tol and rtol are traced leaves; its other fields are static (the tree's
     # structure). The warm start is resolved here, outside the mapped-lanes rule: its
     # arguments are then all arrays (no None), as custom_vmap needs under jax.jacfwd.
     # sym(X^T G) / 2 is formed once, for Lambda_0 and for info.lam_h.
     smooth = _smooth_part(x, g)
     lam0 = _initial_multiplier(x, smooth, lam, lam_h, sub)
-    return _solver(ssn)(x, g, t, reg, lam0, smooth, ssn.tol, ssn.rtol)
+    return _solver(ssn, loose)(x, g, t, reg, lam0, smooth, ssn.tol, ssn.rtol)
 
 
 def _mapped_lanes(solve, loop):
@@ -462,7 +466,12 @@ def tangent_prox(
     reg = jax.tree.map(lambda a: jnp.asarray(a, dtype), reg)
     lam, lam_h, subgradient = _warm_start(lam, lam_h, subgradient,
                                           x.shape, dtype)  # type: ignore[union-attr]
-    return _solve_jit(x, g, t, reg, lam, lam_h, subgradient, resolve(ssn, r, dtype))
+    # rtol > 0 decided here where rtol is concrete (the usual case, a Python number): the
+    # program then holds the loose or the tight branch of the Newton steps, not both.
+    rtol = _checks.concrete_or_none(ssn.rtol)
+    loose = None if rtol is None else bool(np.asarray(rtol) > 0)
+    return _solve_jit(x, g, t, reg, lam, lam_h, subgradient, resolve(ssn, r, dtype),
+                      loose=loose)
 
 
 #: tangent_prox's former keyword arguments, by the SSN field each sets.

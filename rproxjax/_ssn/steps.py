@@ -22,6 +22,7 @@ static settings, ``escalated`` the adaptive rule's per-call flag.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -214,7 +215,7 @@ def _secant_direction(p: Problem, ssn: SSN, escalated, it: Iterate, loose):
     def newton():
         # The loose test outermost: in a batched vmap the lanes share rtol, so it stays a
         # real branch there even where ``escalated`` differs between lanes.
-        shift = shifted() if ssn.loose_secant_shift else lax.cond(loose, zeros, shifted)
+        shift = shifted() if ssn.loose_secant_shift else _cond(loose, zeros, shifted)
         return direction(p, ssn, it, shift, rho)
 
     if not (adaptive and ssn.jacobi_first and hasattr(reg, "jacobian_gram_diagonal")):
@@ -226,7 +227,7 @@ def _secant_direction(p: Problem, ssn: SSN, escalated, it: Iterate, loose):
 
     # The loose test outermost, as above: tight solves of batched lanes never form the
     # Jacobi direction; loose ones form both where ``escalated`` differs between lanes.
-    return lax.cond(loose, lambda: lax.cond(escalated, newton, jacobi), newton)
+    return _cond(loose, lambda: lax.cond(escalated, newton, jacobi), newton)
 
 
 def takes_path_steps(p: Problem, ssn: SSN) -> bool:
@@ -239,7 +240,21 @@ def takes_path_steps(p: Problem, ssn: SSN) -> bool:
             and hasattr(p.reg, "first_breakpoint") and p.x.dtype in dtypes)
 
 
-def secant_step(p: Problem, ssn: SSN, escalated, it: Iterate) -> StepResult:
+def is_loose(p: Problem, loose=None):
+    """Whether the solve is loose (``rtol > 0``): ``loose`` where the caller knows it at
+    trace time (a Python bool: one branch compiled), else the traced test ``p.rtol > 0``
+    (both branches compiled, chosen at run time)."""
+    return p.rtol > 0 if loose is None else loose
+
+
+def _cond(pred, true_fn, false_fn):
+    """``lax.cond``, or the branch itself where ``pred`` is a Python bool."""
+    if isinstance(pred, bool):
+        return true_fn() if pred else false_fn()
+    return lax.cond(pred, true_fn, false_fn)
+
+
+def secant_step(p: Problem, ssn: SSN, escalated, it: Iterate, loose=None) -> StepResult:
     """One step of the secant or adaptive rule.
 
     With the adaptive rule, until the call is ``escalated`` the step is a plain Newton step
@@ -250,13 +265,15 @@ def secant_step(p: Problem, ssn: SSN, escalated, it: Iterate) -> StepResult:
     step is taken in full when that meets the stopping test or cuts ||E|| by
     ``ssn.unit_accept``, with the exact line search otherwise. An adaptive loose solve's
     steps before it escalates are Jacobi steps (``ssn.jacobi_first``). A tight solve that
-    :func:`takes_path_steps` takes a path step (a ``lax.cond`` on ``loose``).
+    :func:`takes_path_steps` takes a path step (a ``lax.cond`` on ``loose``). ``loose``
+    (:func:`is_loose`): a Python bool where the caller knows ``rtol > 0`` at trace time,
+    so that only that branch is compiled; ``None`` decides at run time.
     """
-    loose = p.rtol > 0
+    loose = is_loose(p, loose)
     if takes_path_steps(p, ssn):
-        return lax.cond(loose, lambda: _shifted_step(p, ssn, escalated, it),
-                        lambda: _path_step(p, ssn, escalated, it))
-    return _shifted_step(p, ssn, escalated, it)
+        return _cond(loose, lambda: _shifted_step(p, ssn, escalated, it, loose),
+                     lambda: _path_step(p, ssn, escalated, it))
+    return _shifted_step(p, ssn, escalated, it, loose)
 
 
 def _path_step(p: Problem, ssn: SSN, escalated, it: Iterate) -> StepResult:
@@ -277,18 +294,17 @@ def _path_step(p: Problem, ssn: SSN, escalated, it: Iterate) -> StepResult:
     return StepResult(escalated, Iterate(lam, w, y, jac, e, norm_new), counts(0, breaks), evals)
 
 
-def _shifted_step(p: Problem, ssn: SSN, escalated, it: Iterate) -> StepResult:
-    loose = p.rtol > 0
+def _shifted_step(p: Problem, ssn: SSN, escalated, it: Iterate, loose) -> StepResult:
     x, t = p.x, p.t
     d, its = _secant_direction(p, ssn, escalated, it, loose)
     step = (2.0 * t) * mm(x, d)
     at_one = residual(p, it.w + step)
-    if ssn.unit_accept > 0:
+    if ssn.unit_accept > 0 and loose is not False:
         # A full step that ends the solve needs no line search (its last one, when loose).
         ends = stops(p, at_one.y, at_one.norm_e)
         full = jnp.asarray(loose) & ((at_one.norm_e <= ssn.unit_accept * it.norm_e) | ends)
     else:
-        full = jnp.bool_(False)
+        full = False
 
     def line_searched():
         # The dual's minimizer along D need not lower ||E|| where phi is flat; the full
@@ -300,14 +316,19 @@ def _shifted_step(p: Problem, ssn: SSN, escalated, it: Iterate) -> StepResult:
         at = jax.tree.map(lambda u, v: jnp.where(pick, u, v), at_one, at_min)
         return jnp.where(pick, 1.0, s), at
 
-    s, (y, jac, e, norm_new) = lax.cond(full, lambda: (jnp.ones((), x.dtype), at_one),
-                                        line_searched)
+    s, (y, jac, e, norm_new) = _cond(full, lambda: (jnp.ones((), x.dtype), at_one),
+                                     line_searched)
     escalated = escalated | ~(norm_new <= ssn.escalate * it.norm_e)
     evals = jnp.where(full, 1, 2).astype(jnp.int32)
     new = Iterate(it.lam + s * d, it.w + s * step, y, jac, e, norm_new)
     return StepResult(escalated, new, counts(its), evals)
 
 
-def rule(ssn: SSN):
-    """The step function of ``ssn.method``."""
-    return reference_step if ssn.method == "reference" else secant_step
+def rule(ssn: SSN, loose: bool | None = None):
+    """The step function of ``ssn.method``; ``loose`` as in :func:`secant_step` (the
+    reference rule has no loose variant)."""
+    if ssn.method == "reference":
+        return reference_step
+    if loose is None:
+        return secant_step
+    return functools.partial(secant_step, loose=loose)

@@ -1,0 +1,118 @@
+"""Compiled programs hold each part once: compile time follows program size.
+
+Two structural contracts, counted rather than timed:
+
+* a solve whose ``rtol`` is concrete holds only the Newton steps of its kind (loose for
+  ``rtol > 0``, tight for ``rtol = 0``), with the same result as the program that holds
+  both and chooses at run time (``rtol`` traced);
+* a variance-reduced block traces its optimizer's update once (the refresh chosen by
+  ``lax.cond`` on the step index), with the iterates of the refresh-then-minibatches
+  order.
+"""
+
+import jax
+import jax.extend.core as jex
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import rproxjax
+from rproxjax import problems, stiefel
+
+D, R = 30, 4
+
+
+def _equations(jaxpr) -> int:
+    """Equations of a closed jaxpr, those of every sub-jaxpr (cond branches, loop
+    bodies, nested calls) included."""
+    count = 0
+    for eqn in jaxpr.eqns:
+        count += 1
+        for param in eqn.params.values():
+            subs = param if isinstance(param, (tuple, list)) else (param,)
+            for sub in subs:
+                if isinstance(sub, jex.ClosedJaxpr):
+                    count += _equations(sub.jaxpr)
+                elif isinstance(sub, jex.Jaxpr):
+                    count += _equations(sub)
+    return count
+
+
+@pytest.fixture(scope="module")
+def subproblem():
+    x = stiefel.random_point(jax.random.key(0), D, R, jnp.float64)
+    g = jax.random.normal(jax.random.key(1), (D, R), jnp.float64)
+    return x, g
+
+
+@pytest.mark.parametrize("preset", ["stochastic", "exact"])
+def test_a_concrete_rtol_compiles_one_kind_of_newton_step(subproblem, preset):
+    x, g = subproblem
+    ssn = getattr(rproxjax.SSN, preset)()
+    reg = rproxjax.l1(0.3)
+
+    def concrete(x, g):
+        return rproxjax.tangent_prox(x, g, 0.7, reg, ssn=ssn)
+
+    def traced(x, g, rtol):
+        return rproxjax.tangent_prox(x, g, 0.7, reg, ssn=ssn.replace(rtol=rtol))
+
+    rtol = jnp.asarray(ssn.rtol, jnp.float64)
+    small = _equations(jax.make_jaxpr(concrete)(x, g).jaxpr)
+    both = _equations(jax.make_jaxpr(traced)(x, g, rtol).jaxpr)
+    assert small < 0.8 * both, (small, both)
+    # The same solve: the branch chosen at trace time is the one chosen at run time.
+    zeta_s, info_s = jax.jit(concrete)(x, g)
+    zeta_t, info_t = jax.jit(traced)(x, g, rtol)
+    assert bool(info_s.converged) and int(info_s.num_steps) >= 1
+    np.testing.assert_array_equal(zeta_s, zeta_t)
+    np.testing.assert_array_equal(info_s.num_steps, info_t.num_steps)
+    np.testing.assert_array_equal(info_s.lam, info_t.lam)
+
+
+def test_a_traced_rtol_still_chooses_per_lane(subproblem):
+    """vmapped over rtol = (0, 0.1): each lane takes its own kind of step, as separate
+    calls with concrete values do."""
+    x, g = subproblem
+    reg = rproxjax.l1(0.3)
+    ssn = rproxjax.SSN.stochastic()
+    lanes = jax.vmap(lambda r: rproxjax.tangent_prox(x, g, 0.7, reg, ssn=ssn.replace(rtol=r)))(
+        jnp.array([0.0, 0.1]))
+    for i, rtol in enumerate((0.0, 0.1)):
+        zeta, info = rproxjax.tangent_prox(x, g, 0.7, reg, ssn=ssn.replace(rtol=rtol))
+        np.testing.assert_allclose(lanes[0][i], zeta, rtol=0, atol=1e-13)
+        assert int(lanes[1].num_steps[i]) == int(info.num_steps)
+
+
+def _counting(opt):
+    """``opt`` with a Python-side count of the traces of its ``update``."""
+    traces = []
+
+    def update(*args, **kwargs):
+        traces.append(1)
+        return opt.update(*args, **kwargs)
+
+    return optax.GradientTransformationExtraArgs(opt.init, update), traces
+
+
+@pytest.mark.parametrize("make", [
+    lambda: rproxjax.r_prox_spb(0.5, 1.0, rproxjax.l1(0.1), q=5),
+    lambda: rproxjax.r_prox_svrg(0.5, 1.0, rproxjax.l1(0.1), m=5),
+], ids=["r_prox_spb", "r_prox_svrg"])
+def test_a_block_traces_the_optimizer_update_once(make):
+    rng = np.random.default_rng(0)
+    data = rng.standard_normal((200, D))
+    x0 = np.linalg.qr(rng.standard_normal((D, R)))[0]
+    opt, traces = _counting(make())
+    rproxjax._run.compile.clear_cache()
+    res = rproxjax.fit(opt, problems.spca_loss, x0, data, key=jax.random.key(3),
+                       batch_size=20, num_epochs=1)
+    assert len(traces) == 1
+    # A refresh every 5 steps, in order, and the iterates of the optimizer itself.
+    refresh = np.asarray(res.history.refresh)
+    np.testing.assert_array_equal(np.flatnonzero(refresh), np.arange(0, refresh.size, 5))
+    bare = rproxjax.fit(make(), problems.spca_loss, x0, data, key=jax.random.key(3),
+                        batch_size=20, num_epochs=1)
+    np.testing.assert_array_equal(res.params, bare.params)
+    assert float(res.history.feasibility[-1]) < 1e-12
