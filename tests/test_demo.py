@@ -3,6 +3,7 @@
 import numpy as np
 
 from rproxjax import _demo
+from tests.subprocess_env import subprocess_env
 
 
 def test_demo_runs_and_reports(tmp_path, capsys):
@@ -30,12 +31,11 @@ def test_demo_runs_and_reports(tmp_path, capsys):
 def test_the_command_keeps_its_compiled_programs_in_a_persistent_cache(tmp_path):
     """``python -m rproxjax`` turns JAX's persistent cache on for its own process (in
     $RPROXJAX_CACHE_DIR here)."""
-    import os
     import subprocess
     import sys
 
     cache = tmp_path / "cache"
-    env = dict(os.environ, RPROXJAX_CACHE_DIR=str(cache))
+    env = subprocess_env(RPROXJAX_CACHE_DIR=str(cache))
     cmd = [sys.executable, "-m", "rproxjax", "--quick", "--no-plot", "--budget", "1",
            "--out", str(tmp_path)]
     subprocess.run(cmd, check=True, env=env, capture_output=True)

@@ -16,6 +16,8 @@ import pathlib
 
 import pytest
 
+from tests.subprocess_env import subprocess_env
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = "rproxjax"
 
@@ -459,6 +461,6 @@ def test_running_the_library_changes_no_global_configuration():
     import sys
 
     proc = subprocess.run([sys.executable, "-c", RUNTIME_CHECK], capture_output=True,
-                          text=True, cwd=ROOT)
+                          text=True, cwd=ROOT, env=subprocess_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.splitlines()[-1].startswith("unchanged")  # after the demo's table

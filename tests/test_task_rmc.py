@@ -27,6 +27,7 @@ from rproxjax import problems
 from rproxjax._linalg import mm
 from rproxjax._tasks.rmc import DEFAULT_STEPS, RMCResult, robust_matrix_completion
 from rproxjax.experiments import _rmc, get_config
+from tests.subprocess_env import subprocess_env
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 METHODS = {"r_prox_spb": "R-ProxSPB", "r_prox_sgd": "R-ProxSGD", "r_subgrad": "R-Subgrad"}
@@ -237,7 +238,7 @@ def test_planted_low_rank_plus_outliers_is_recovered():
 def test_example_script_runs():
     proc = subprocess.run([sys.executable, str(ROOT / "examples" / "rmc_video.py"),
                            "--frames", "20"], capture_output=True, text=True, timeout=300,
-                          cwd=ROOT)
+                          cwd=ROOT, env=subprocess_env())
     assert proc.returncode == 0, proc.stderr
     f = re.search(r"objective F = (\S+) \(start (\S+)\)", proc.stdout)
     err = re.search(r"background error = (\S+)", proc.stdout)
