@@ -77,3 +77,16 @@ def test_api_reference_covers_the_public_names():
     documented = set(re.findall(r"^\.\. auto(?:function|class|data):: (\w+)", text, flags=re.M))
     documented |= set(re.findall(r"^\.\. automodule:: rproxjax\.(\w+)", text, flags=re.M))
     assert documented == set(rproxjax.__all__)
+
+
+def test_the_performance_page_is_generated_from_the_current_benchmark_tables():
+    """docs/performance.md is docs/make_performance.py's output for the committed
+    benchmarks/results/: a benchmark rerun without the page regenerated fails here."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_performance",
+                                                  ROOT / "docs" / "make_performance.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    current = (ROOT / "docs" / "performance.md").read_text()
+    assert current == module.page(), "run: python docs/make_performance.py"
