@@ -120,3 +120,27 @@ def test_a_block_traces_the_optimizer_update_once(make):
                         batch_size=20, num_epochs=1)
     np.testing.assert_array_equal(res.params, bare.params)
     assert float(res.history.feasibility[-1]) < 1e-12
+
+
+def test_the_segments_of_a_block_are_one_program_with_the_whole_blocks_iterates():
+    """Epochs shorter than a block (a curve point every 2 steps of a q = 6 block): one
+    program serves every segment (the update traced once), and the run takes the steps of
+    the same run in whole blocks."""
+    rng = np.random.default_rng(1)
+    data = rng.standard_normal((200, D))
+    x0 = np.linalg.qr(rng.standard_normal((D, R)))[0]
+
+    def make():
+        return rproxjax.r_prox_spb(0.5, 1.0, rproxjax.l1(0.1), q=6)
+
+    opt, traces = _counting(make())
+    rproxjax._run.compile.clear_cache()
+    segmented = rproxjax.fit(opt, problems.spca_loss, x0, data, key=jax.random.key(4),
+                             batch_size=20, steps_per_epoch=2, num_epochs=6)
+    assert len(traces) == 1
+    assert len(segmented.epoch_loss) == 7  # the start and one point per segment
+    whole = rproxjax.fit(make(), problems.spca_loss, x0, data, key=jax.random.key(4),
+                         batch_size=20, steps_per_epoch=6, num_epochs=2)
+    np.testing.assert_array_equal(segmented.params, whole.params)
+    np.testing.assert_array_equal(segmented.history.zeta_norm, whole.history.zeta_norm)
+    np.testing.assert_array_equal(segmented.epoch_ifo[::3], whole.epoch_ifo)

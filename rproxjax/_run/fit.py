@@ -180,11 +180,10 @@ def _ifo0(initial=0):
 def _finite_elements(program, key, epochs):
     """(key after the run, one element per epoch): the epoch keys, or for segments of a
     block (block key, segment index), one key per block as whole-block epochs have."""
-    parts = program.segments()
-    if parts is None:
+    per = program.segments()
+    if per is None:
         key, keys = _epoch_keys(key, epochs)
         return key, list(keys)
-    per = parts[2]
     key, keys = _epoch_keys(key, -(-epochs // per))
     return key, [(keys[e // per], jnp.int32(e % per)) for e in range(epochs)]
 
@@ -420,29 +419,31 @@ def _raise_if_halted(result: FitResult):
 
 
 
-def _draw_inputs(compiled, program, segmented, element, head, drawn, steps=None):
+def _draw_inputs(compiled, program, segmented, element, head, drawn):
     """The sample indices of a finite-sum epoch (drawn outside the timing): from its key,
-    or for a segment of a block, its slice of the block's samples, drawn once per block
-    at the block's head segment (``drawn`` keeps them); ``steps`` cuts a run's last
-    segment short."""
+    or for a segment of a block, (the block's samples, the segment's index), the samples
+    drawn once per block at its head segment (``drawn`` keeps them)."""
     if not segmented:
         return compiled(("inputs",), lambda k: program.sampler.epoch_inputs(k, program.plan),
                         element)
     key, j = element
     if head:
         drawn["block"] = compiled(("block",), program.block_inputs, key)
-    return compiled(("slice", head, steps),
-                    lambda b, i: program.segment_slice(b, i, head, steps), drawn["block"], j)
+    return drawn["block"], j
 
 
-def _epoch_fn(program, partial=None):
-    """One epoch of ``program`` from its inputs (sample indices, or an online chunk), or its
-    first ``partial`` steps (a run's last, partial epoch)."""
+def _epoch_fn(program, partial=None, segmented=False):
+    """One epoch of ``program`` from its inputs (sample indices, an online chunk, or a
+    block's samples with a segment's index), or its first ``partial`` steps (a run's last,
+    partial epoch)."""
     finite = program.finite_sum
 
     def epoch(c, inputs):
-        c, hist = (program.run(c, inputs) if partial is None
-                   else program.run_partial(c, inputs, partial))
+        if segmented:
+            c, hist = program.run_segment(c, *inputs, partial)
+        else:
+            c, hist = (program.run(c, inputs) if partial is None
+                       else program.run_partial(c, inputs, partial))
         return c, hist, (None if finite else program.end_loss(c, inputs))
 
     return epoch
@@ -484,13 +485,13 @@ def _finite_loop(program, carry, key, total, last, monitor):
 
 def _host_loop(program, carry, inputs_iter, key, monitor, total, last=None):
     """Runs the epochs one compiled call at a time, timing each: online chunks, and
-    finite-sum epochs that are segments of a block (``steps_per_epoch < q``), which
-    alternate between the block's head (the refresh and the first steps) and its tail
-    segments. The times exclude compilation and, in finite-sum mode, drawing the epoch's
-    sample indices and evaluating F. ``last``: the steps of a partial last epoch
-    (finite-sum mode), which runs the first ``last`` steps of its epoch's samples."""
+    finite-sum epochs that are segments of a block (``steps_per_epoch < q``; one program
+    for every segment, given the block's samples and the segment's index). The times
+    exclude compilation and, in finite-sum mode, drawing the epoch's sample indices and
+    evaluating F. ``last``: the steps of a partial last epoch (finite-sum mode), which runs
+    the first ``last`` steps of its epoch's (or segment's) samples."""
     finite = program.finite_sum
-    parts = program.segments()
+    per = program.segments()
 
     programs, end_loss, drawn = {}, None, {}  # online: a shorter last chunk is another program
 
@@ -502,17 +503,14 @@ def _host_loop(program, carry, inputs_iter, key, monitor, total, last=None):
     epochs, elapsed = _Epochs(carry, finite, key), 0.0
     with epochs.kept(monitor):  # e.g. a stream that fails in a later chunk: keep the work
         for e, element in enumerate(inputs_iter):
-            part = 0 if parts is None else int(e % parts[2] != 0)
             partial = last if finite and e == total - 1 else None
             if finite:
-                element = _draw_inputs(compiled, program, parts is not None, element,
-                                       part == 0, drawn, None if parts is None else partial)
-            if parts is not None:
-                partial = None  # a segment's slice is already cut short
-            shapes = (part, partial, str(jax.tree.map(jnp.shape, element)))
+                element = _draw_inputs(compiled, program, per is not None, element,
+                                       per is not None and e % per == 0, drawn)
+            shapes = (partial, str(jax.tree.map(jnp.shape, element)))
             if shapes not in programs:
-                prog = program if parts is None else parts[part]
-                programs[shapes] = compile_once(_epoch_fn(prog, partial), carry, element)
+                programs[shapes] = compile_once(_epoch_fn(program, partial, per is not None),
+                                                carry, element)
             if finite and end_loss is None:  # F after each epoch, outside the timing
                 end_loss = compile_once(lambda c: program.end_loss(c, None), carry)
                 epochs.losses.append(end_loss(carry))

@@ -175,17 +175,13 @@ class EpochProgram:
     record_variance: bool = False
 
     def segments(self):
-        """(head, tail, segments per block): the programs of epochs that are segments
-        of a block, the head with the refresh (a block of ``steps`` steps) and the
-        tail without (plain estimator steps); None when epochs are whole blocks or
-        there are no blocks."""
+        """Segments per block where epochs are segments of a block (``steps < q``: a
+        curve point every ``steps`` steps), else None. Every segment of a block is one
+        program, :meth:`run_segment`."""
         plan = self.plan
         if plan.q is None or plan.steps >= plan.q:
             return None
-        head = Plan(plan.steps, plan.batch_size, plan.steps, plan.refresh_size)
-        tail = Plan(plan.steps, plan.batch_size, None, plan.refresh_size)
-        return (dataclasses.replace(self, plan=head), dataclasses.replace(self, plan=tail),
-                plan.q // plan.steps)
+        return plan.q // plan.steps
 
     def block_inputs(self, key):
         """The samples of a whole block drawn from its key, as a whole-block epoch draws
@@ -194,16 +190,19 @@ class EpochProgram:
         return self.sampler.epoch_inputs(key, Plan(plan.q, plan.batch_size, plan.q,
                                                    plan.refresh_size))
 
-    def segment_slice(self, block, j, head: bool, steps: int | None = None):
-        """Segment ``j``'s slice of a block's samples: the head takes the refresh and the
-        first ``steps - 1`` minibatches, a tail the next ``steps`` (``steps`` defaults to
-        the plan's; fewer for a run's last, partial segment)."""
+    def run_segment(self, carry, block, j, steps: int | None = None):
+        """(carry, history) of segment ``j`` (traced) of the block whose samples
+        (:meth:`block_inputs`) are ``block``: the block's steps j * s, ..., j * s + steps - 1
+        (s the plan's steps; ``steps`` defaults to s, fewer for a run's last, partial
+        segment), the refresh at the block's first step."""
         small, big = block
         at = self.plan.steps
         steps = at if steps is None else steps
-        if head:
-            return small[:, :steps - 1], big
-        return lax.dynamic_slice_in_dim(small[0], j * at - 1, steps, axis=0)
+        start = j * at
+        elements = jax.tree.map(lambda a: lax.dynamic_slice_in_dim(a, start, steps, axis=0),
+                                _padded(jax.tree.map(lambda a: a[0], small)))
+        body = self._block_body(None if big is None else big[0])
+        return lax.scan(body, carry, (start + jnp.arange(steps), elements))
 
     @property
     def finite_sum(self) -> bool:
@@ -333,42 +332,45 @@ class EpochProgram:
 
         return lax.scan(body, carry, inputs)
 
-    def _blocks(self, carry, inputs):
-        """Blocks of a refresh (on the block's large batch) and minibatch steps. A block is
-        one scan over its steps whose body traces :meth:`step` once, the refresh chosen
-        by ``lax.cond`` on the step index: the program holds one copy of the optimizer's
-        update (its subproblem solver), not one for the refresh and one for the rest."""
-        refresh_ifo = refresh_cost(self.sampler.n if inputs[1] is None
-                                   else self.plan.refresh_size)
+    def _block_body(self, big):
+        """The scan body of a block's steps, over (the step's index k in its block, its
+        minibatch): one traced :meth:`step` (one copy of the optimizer's update, its
+        subproblem solver included), the refresh's gradient on ``big`` (None: the data
+        set) chosen by ``lax.cond`` on k = 0. Under ``vmap`` the lanes share k, so the
+        cond stays a branch and no lane computes the large batch at a small step."""
+        refresh_ifo = refresh_cost(self.sampler.n if big is None else self.plan.refresh_size)
         minibatch_ifo = step_cost(self.needs, self.plan.batch_size)
+
+        def body(c, k_element):
+            k, element = k_element
+            refresh = k == 0
+
+            def minibatch():
+                return self.minibatch_grads(c[0], c[1], element)
+
+            paired = jax.eval_shape(minibatch)[1]  # None where unpaired
+
+            def large():  # the refresh's gradient; its paired one is unused (zeros)
+                g = self._on_batch(self.objective.grad, c[0], big, True)
+                return g, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), paired)
+
+            g, g_point = lax.cond(refresh, large, minibatch)
+            ifo_dtype = c[2].dtype
+            cost = jnp.where(refresh, jnp.asarray(refresh_ifo, ifo_dtype),
+                             jnp.asarray(minibatch_ifo, ifo_dtype))
+            return self.step(c, g, (element, big), cost, refresh, g_point)
+
+        return body
+
+    def _blocks(self, carry, inputs):
+        """Blocks of a refresh (on the block's large batch) and minibatch steps, each one
+        scan of :meth:`_block_body`."""
 
         def block(c, block_inputs):
             small, big = block_inputs
-            # Step k takes minibatch k - 1; step 0 (the refresh) a placeholder of zeros.
-            steps = jax.tree.map(lambda a: jnp.concatenate(
-                [jnp.zeros((1,) + a.shape[1:], a.dtype), a]), small)
-
-            def body(c2, k_element):
-                k, element = k_element
-                refresh = k == 0
-
-                def minibatch():
-                    return self.minibatch_grads(c2[0], c2[1], element)
-
-                paired = jax.eval_shape(minibatch)[1]  # None where unpaired
-
-                def large():  # the refresh's gradient; its paired one is unused (zeros)
-                    g = self._on_batch(self.objective.grad, c2[0], big, True)
-                    return g, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), paired)
-
-                g, g_point = lax.cond(refresh, large, minibatch)
-                ifo_dtype = c2[2].dtype
-                cost = jnp.where(refresh, jnp.asarray(refresh_ifo, ifo_dtype),
-                                 jnp.asarray(minibatch_ifo, ifo_dtype))
-                return self.step(c2, g, (element, big), cost, refresh, g_point)
-
+            steps = _padded(small)
             count = jax.tree.leaves(steps)[0].shape[0]
-            return lax.scan(body, c, (jnp.arange(count), steps))
+            return lax.scan(self._block_body(big), c, (jnp.arange(count), steps))
 
         carry, hist = lax.scan(block, carry, inputs)
         return carry, jax.tree.map(lambda a: a.reshape((-1,) + a.shape[2:]), hist)
@@ -409,3 +411,10 @@ class EpochProgram:
             batches, lead = inputs[1], 2  # a block cut to its refresh: F over that batch
         flat = jax.tree.map(lambda a: a.reshape((-1,) + a.shape[lead:]), batches)
         return self.objective.batch_loss(x, flat) + self.objective.h(state, x)
+
+
+def _padded(small):
+    """A block's minibatch samples (q - 1 of them) with a placeholder of zeros in front:
+    step k of the block takes entry k; the refresh (k = 0) takes the placeholder."""
+    return jax.tree.map(lambda a: jnp.concatenate([jnp.zeros((1,) + a.shape[1:], a.dtype),
+                                                   a]), small)
