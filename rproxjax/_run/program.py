@@ -198,11 +198,9 @@ class EpochProgram:
         small, big = block
         at = self.plan.steps
         steps = at if steps is None else steps
-        start = j * at
-        elements = jax.tree.map(lambda a: lax.dynamic_slice_in_dim(a, start, steps, axis=0),
-                                _padded(jax.tree.map(lambda a: a[0], small)))
-        body = self._block_body(None if big is None else big[0])
-        return lax.scan(body, carry, (start + jnp.arange(steps), elements))
+        body = self._block_body(jax.tree.map(lambda a: a[0], small),
+                                None if big is None else big[0])
+        return lax.scan(body, carry, j * at + jnp.arange(steps))
 
     @property
     def finite_sum(self) -> bool:
@@ -259,7 +257,7 @@ class EpochProgram:
 
     def _batch_fn(self, fn, element, refresh):
         """p -> fn(p, the step's batch). With a Python bool ``refresh`` the batch is
-        ``element``; in a block's step (:meth:`_blocks`: ``refresh`` traced) ``element`` is
+        ``element``; in a block's step (:meth:`_block_body`: ``refresh`` traced) ``element`` is
         (minibatch, refresh batch) and the batch is chosen at run time."""
         if isinstance(refresh, bool):
             return lambda p: self._on_batch(fn, p, element, refresh)
@@ -332,17 +330,18 @@ class EpochProgram:
 
         return lax.scan(body, carry, inputs)
 
-    def _block_body(self, big):
-        """The scan body of a block's steps, over (the step's index k in its block, its
-        minibatch): one traced :meth:`step` (one copy of the optimizer's update, its
-        subproblem solver included), the refresh's gradient on ``big`` (None: the data
-        set) chosen by ``lax.cond`` on k = 0. Under ``vmap`` the lanes share k, so the
-        cond stays a branch and no lane computes the large batch at a small step."""
+    def _block_body(self, small, big):
+        """The scan body of a block's steps, over the step's index k in its block: one
+        traced :meth:`step` (one copy of the optimizer's update, its subproblem solver
+        included), on the refresh's gradient over ``big`` (None: the data set) at k = 0,
+        chosen by ``lax.cond``, else on minibatch k - 1 of ``small`` (read in place, not
+        copied). Under ``vmap`` the lanes share k, so the cond stays a branch and no lane
+        computes the large batch at a small step."""
         refresh_ifo = refresh_cost(self.sampler.n if big is None else self.plan.refresh_size)
         minibatch_ifo = step_cost(self.needs, self.plan.batch_size)
 
-        def body(c, k_element):
-            k, element = k_element
+        def body(c, k):
+            element = _minibatch(small, k - 1)
             refresh = k == 0
 
             def minibatch():
@@ -368,9 +367,8 @@ class EpochProgram:
 
         def block(c, block_inputs):
             small, big = block_inputs
-            steps = _padded(small)
-            count = jax.tree.leaves(steps)[0].shape[0]
-            return lax.scan(self._block_body(big), c, (jnp.arange(count), steps))
+            count = jax.tree.leaves(small)[0].shape[0] + 1
+            return lax.scan(self._block_body(small, big), c, jnp.arange(count))
 
         carry, hist = lax.scan(block, carry, inputs)
         return carry, jax.tree.map(lambda a: a.reshape((-1,) + a.shape[2:]), hist)
@@ -413,8 +411,14 @@ class EpochProgram:
         return self.objective.batch_loss(x, flat) + self.objective.h(state, x)
 
 
-def _padded(small):
-    """A block's minibatch samples (q - 1 of them) with a placeholder of zeros in front:
-    step k of the block takes entry k; the refresh (k = 0) takes the placeholder."""
-    return jax.tree.map(lambda a: jnp.concatenate([jnp.zeros((1,) + a.shape[1:], a.dtype),
-                                                   a]), small)
+
+def _minibatch(small, i):
+    """Minibatch ``i`` (traced) of a block's minibatches ``small`` (leading axis q - 1);
+    minibatch 0 for i < 0 (the refresh's step, which does not use it), zeros for a block
+    cut to its refresh (no minibatch)."""
+    def take(a):
+        if a.shape[0] == 0:
+            return jnp.zeros(a.shape[1:], a.dtype)
+        return lax.dynamic_index_in_dim(a, jnp.maximum(i, 0), keepdims=False)
+
+    return jax.tree.map(take, small)
