@@ -24,7 +24,6 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import lax
 
 from rproxjax import _checks
@@ -469,7 +468,7 @@ def tangent_prox(
     # rtol > 0 decided here where rtol is concrete (the usual case, a Python number): the
     # program then holds the loose or the tight branch of the Newton steps, not both.
     rtol = _checks.concrete_or_none(ssn.rtol)
-    loose = None if rtol is None else bool(np.asarray(rtol) > 0)
+    loose = None if rtol is None else bool(rtol > 0)
     return _solve_jit(x, g, t, reg, lam, lam_h, subgradient, resolve(ssn, r, dtype),
                       loose=loose)
 

@@ -46,6 +46,7 @@ import numpy as np
 import rproxjax
 from rproxjax import problems
 from rproxjax._linalg import mm
+from rproxjax._tasks.rmc import spb_blocks as _task_spb_blocks
 from rproxjax.datasets import load_video_frames, video_matrix
 from rproxjax.experiments import _claims
 from rproxjax.experiments._store import Store, check_dtype, say
@@ -110,9 +111,7 @@ def method_setup(method, eta, step_scale, nnz, cfg):
 def spb_blocks(nnz: int, cfg) -> tuple[int, int]:
     """(blocks, |S2|) of R-ProxSPB: whole blocks whose |S2| spends the budget exactly
     (:func:`rproxjax._tasks.rmc.spb_blocks`, shared with ``robust_matrix_completion``)."""
-    from rproxjax._tasks.rmc import spb_blocks as blocks_in
-
-    return blocks_in(nnz, cfg.budget, cfg.batch_fraction, cfg.q)
+    return _task_spb_blocks(nnz, cfg.budget, cfg.batch_fraction, cfg.q)
 
 
 def _pure_fit(method, eta, step_scale, prob, u0, key, cfg):
