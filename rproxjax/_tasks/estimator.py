@@ -39,7 +39,8 @@ class SparsePCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
       explained_variance_ratio_: the same over the total variance.
       adjusted_variance_: the fraction of the variance the components explain together.
       nonzeros_: entries of ``components_`` with |value| > 1e-3.
-      mu_: the l1 weight used (chosen by the path for a ``nonzeros`` target).
+      mu_: the l1 weight used (for a ``nonzeros`` target, that of the path's run whose
+        zero pattern won; 0 for the principal directions cut, see :func:`sparse_pca`).
       path_: the :class:`rproxjax.SparsePCAPath` of a ``nonzeros`` target, else None.
       n_iter_: optimizer steps taken.
       n_features_in_, feature_names_in_: as scikit-learn sets them.

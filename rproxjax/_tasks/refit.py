@@ -1,4 +1,5 @@
-"""Refitting sparse loadings on their support: :func:`refit_on_support`.
+"""Refitting sparse loadings on their support: :func:`refit_on_support`, and the best of
+several zero patterns: :func:`refit_best`.
 
 The l1 weight that makes the loadings sparse also shrinks the entries it keeps (the bias
 of the lasso); at a given sparsity, the components then explain less variance than the
@@ -19,12 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["adjusted_variance", "leading_eigenvector", "refit_on_support"]
-
-
-def _covariance(centred):
-    n = centred.shape[0]
-    return (centred.T @ centred) / n
+__all__ = ["adjusted_variance", "covariance", "leading_eigenvector", "refit_best",
+           "refit_on_support"]
 
 
 def adjusted_variance(x: np.ndarray, cov: np.ndarray) -> float:
@@ -148,18 +145,101 @@ def refit_on_support(x: np.ndarray, centred: np.ndarray, threshold: float,
       the loadings are ``x`` itself, unchanged, when no sweep improves on it.
     """
     x = np.asarray(x)
-    n, r = centred.shape[0], x.shape[1]
-    scores_r = np.linalg.qr(centred @ x, mode="r")
-    start = float(np.sum(np.diag(scores_r) ** 2)) / n
+    start = _own_variance(x, centred)
     keep = np.abs(x) > threshold
     union = np.flatnonzero(keep.any(axis=1))
     if union.size == 0:
         return x, start, start
-    cov = _covariance(np.asarray(centred[:, union], x.dtype))
-    supports = [np.flatnonzero(keep[union, j]) for j in range(r)]
-    best, best_value = None, start
-    for greedy in (False, True):  # two chains: ascent from x; a greedy pass, then ascent
-        a = np.where(keep, x, 0)[union]
+    cov = covariance(centred, union, x.dtype)
+    best, value = _chains(np.where(keep, x, 0)[union], keep[union], cov, sweeps, start)
+    if best is None:
+        return x, start, start
+    out = np.zeros_like(x)
+    out[union] = best
+    return out, start, value
+
+
+def refit_best(starts: list[np.ndarray], centred: np.ndarray, threshold: float,
+               sweeps: int = 2, screen: int = 3) -> tuple[int, np.ndarray, float]:
+    """The best orthonormal loadings over several zero patterns, by adjusted variance.
+
+    ``starts[0]`` is refitted as by :func:`refit_on_support` (the result is at least as
+    good as it). The other starts are zero patterns with values, not necessarily
+    orthonormal (loadings cut to their largest entries, say): they are ranked by the
+    adjusted variance of their column-normalized values, and the ``screen`` best are
+    refitted by the same two chains; a chain counts only where it ends orthonormal (the
+    greedy pass always does). One covariance, on the union of every start's support,
+    serves them all.
+
+    Args:
+      starts: d x r arrays (NumPy); entries with |x_ij| <= ``threshold`` are off the
+        support.
+      centred: the n x d centred data (NumPy).
+      threshold: as in :func:`refit_on_support`.
+      sweeps: sweeps per chain.
+      screen: how many of ``starts[1:]`` are refitted.
+
+    Returns:
+      (index of the start whose pattern won, orthonormal d x r loadings, their adjusted
+      variance as a sum of R_jj^2 / n).
+    """
+    x = np.asarray(starts[0])
+    keeps = [np.abs(np.asarray(s)) > threshold for s in starts]
+    union = np.flatnonzero(np.any([k.any(axis=1) for k in keeps], axis=0))
+    best, best_value, index = x, _own_variance(x, centred), 0
+    if union.size == 0:
+        return index, best, best_value
+    cov = covariance(centred, union, x.dtype)
+
+    def on_union(i):
+        return np.where(keeps[i], starts[i], 0).astype(x.dtype)[union]
+
+    a, value = _chains(on_union(0), keeps[0][union], cov, sweeps, best_value)
+    if a is not None:
+        best, best_value = _embed(a, union, x), value
+    ranked = sorted(range(1, len(starts)), key=lambda i: -_normalized_variance(on_union(i), cov))
+    for i in ranked[:screen]:
+        a, value = _chains(on_union(i), keeps[i][union], cov, sweeps, best_value)
+        if a is not None:
+            best, best_value, index = _embed(a, union, x), value, i
+    return index, best, best_value
+
+
+def covariance(centred: np.ndarray, union: np.ndarray, dtype) -> np.ndarray:
+    """C[U, U] = (1/n) A_U^T A_U of the centred data's columns U (no copy when U is all)."""
+    n, d = centred.shape
+    part = centred if union.size == d else centred[:, union]
+    part = np.asarray(part, dtype)
+    return (part.T @ part) / n  # one operand twice: a symmetric rank-k update
+
+
+def _own_variance(x, centred):
+    """The adjusted variance (sum R_jj^2 / n) of ``x`` on the data, from the scores."""
+    r_factor = np.linalg.qr(centred @ x, mode="r")
+    return float(np.sum(np.diag(r_factor) ** 2)) / centred.shape[0]
+
+
+def _normalized_variance(a, cov):
+    norms = np.linalg.norm(a, axis=0)
+    if not np.all(norms > 0):
+        return -np.inf
+    return adjusted_variance(a / norms, cov)
+
+
+def _embed(a, union, like):
+    out = np.zeros_like(like)
+    out[union] = a
+    return out
+
+
+def _chains(a0, keep, cov, sweeps, floor):
+    """(best orthonormal loadings on the union, their value) over the chains (ascent from
+    ``a0``; a greedy pass, then ascent), or (None, floor) when none beats ``floor``."""
+    r = a0.shape[1]
+    supports = [np.flatnonzero(keep[:, j]) for j in range(r)]
+    best, best_value = None, floor
+    for greedy in (False, True):
+        a = a0.copy()
         for sweep in range(sweeps):
             for j in range(r):
                 col = _column(cov, a, j, supports[j], greedy and sweep == 0)
@@ -168,11 +248,7 @@ def refit_on_support(x: np.ndarray, centred: np.ndarray, threshold: float,
             value = adjusted_variance(a, cov)
             if value > best_value and _orthonormal(a):
                 best, best_value = a.copy(), value
-    if best is None:
-        return x, start, start
-    out = np.zeros_like(x)
-    out[union] = best
-    return out, start, best_value
+    return best, best_value
 
 
 def _orthonormal(a):

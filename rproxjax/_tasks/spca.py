@@ -27,7 +27,7 @@ from rproxjax._regularizers import l1
 from rproxjax._run.fit import FitResult, pure_fit
 from rproxjax._run.monitor import Relay, Stages, check_progress
 from rproxjax._ssn.config import SSN
-from rproxjax._tasks.refit import refit_on_support
+from rproxjax._tasks.refit import refit_best, refit_on_support
 from rproxjax._typing import Array, ArrayLike, DTypeLike
 from rproxjax.problems import spca_loss
 
@@ -82,14 +82,17 @@ class SparsePCAResult(NamedTuple):
       component_variance: R_jj^2 / n, the variance each component adds (length r).
       nonzeros: entries of X with |X_ij| > 1e-3 (total).
       nonzeros_per_component: the same count per column (length r).
-      mu: the l1 weight used (a scalar, or one per column).
+      mu: the l1 weight used (a scalar, or one per column); for a ``nonzeros=`` target,
+        the weight of the run whose zero pattern the result has (0: the start's, cut).
       method: the optimizer's name.
       num_steps: optimizer steps taken.
       passes: stochastic gradients used, in passes over the data (IFO / n).
       history: the run's :class:`rproxjax.FitResult` (F after each epoch, IFOs, the
         per-step history), or None when the result came from a path.
       path: the :class:`SparsePCAPath` of a ``nonzeros=`` target, else None.
-      settings: the run's settings as a dict (step sizes, batch size, q, the data's scales).
+      settings: the run's settings as a dict (step sizes, batch size, q, the data's scales;
+        ``"support"``: where the zero pattern came from, "run", or for a ``nonzeros=``
+        target refitted from a cut, "cut" (a denser run's) or "start" (X0's)).
     """
 
     components: Array
@@ -303,8 +306,17 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
     With ``nonzeros=k`` instead of ``mu``, the regularization path runs over 12 values of
     mu (0.002 to 4 times mu_max) as one compiled ``vmap`` program, then over 8
     values between the two that bracket k (the same compiled program), up to 3 times
-    until a count is within 2% of k, and returns the run whose total count of nonzeros
-    (entries |X_ij| > 1e-3) is nearest k, with the whole path (every mu tried, sorted).
+    until a count is within 2% of k. Without the refit, the result is the run whose total
+    count of nonzeros (entries |X_ij| > 1e-3) is nearest k. With it, the zero pattern is
+    the best of several with about k nonzeros: the run nearest k, and the denser runs of
+    the path and the start X0 (mu = 0) each cut to its k largest entries (cutting a denser
+    solution keeps its large loadings where the l1 weight that would make it as sparse
+    spreads its zeros evenly: the better pattern at dense targets). The candidates are
+    ranked by the adjusted variance of their column-normalized entries, and the run
+    nearest k and the three best cuts are refitted; the result is the refit that explains
+    the most variance, always at least the nearest run's. ``mu`` is then the l1 weight
+    of the run whose pattern won (0 for the start), and ``settings["support"]`` says
+    which: "run", "cut" or "start". The whole path (every mu tried, sorted) is returned.
 
     Args:
       data: n x d array (NumPy or JAX; integers are converted to JAX's default float).
@@ -323,7 +335,7 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
       ssn: subproblem settings (default ``rproxjax.SSN.stochastic()``, or
         ``rproxjax.SSN()`` for ManPG).
       refit: refit the components on their support (above); the path's counts and
-        variances are the runs' own, before the refit.
+        variances are the runs' own, before the refit or any cut.
       progress: a progress bar on stderr when it is a terminal (as in
         :func:`rproxjax.fit`): a single run's epochs (its compiled program then reports
         each epoch through ``jax.debug.callback``: one more compilation the first time),
@@ -385,13 +397,22 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
         path = None
     else:
         target = _positive_int("nonzeros", nonzeros, r, d * r)
-        x, mu_out, path, ifo = _path(_program(method, kw, q, ssn, True), consts, target,
-                                     mu_max, variance, r, np_dtype,
-                                     Stages(1 + REFINE_ROUNDS, progress, "path round"))
+        x, mu_out, path, ifo, cuts = _path(_program(method, kw, q, ssn, True), consts,
+                                           target, mu_max, variance, r, np_dtype,
+                                           Stages(1 + REFINE_ROUNDS, progress, "path round"))
         history = None
-    if refit:
+    support = "run"
+    if refit and path is not None:
+        cuts.append((np_dtype.type(0), _cut(np.asarray(prep["x0"]), target)))
+        i, x, _ = refit_best([np.asarray(x)] + [c[1] for c in cuts], np.asarray(centred),
+                             NONZERO_THRESHOLD)
+        if i:
+            mu_out, support = jnp.asarray(cuts[i - 1][0]), "cut" if cuts[i - 1][0] else "start"
+        x = jnp.asarray(x)
+    elif refit:
         x = jnp.asarray(refit_on_support(np.asarray(x), np.asarray(centred),
                                          NONZERO_THRESHOLD)[0])
+    settings["support"] = support
     (explained, adjusted, per_comp, nnz_cols), scores = _finish(x, centred)
     return SparsePCAResult(
         components=x, mean=prep["mean"], scores=scores, explained_variance=explained,
@@ -483,7 +504,8 @@ def _finish(x, centred):
 
 
 def _path(program, consts, target, mu_max, variance, r, dtype, stages):
-    """(X, mu, path, IFOs) of the run whose nonzeros are nearest ``target``.
+    """(X, mu, path, IFOs, cuts) of the run whose nonzeros are nearest ``target``, and the
+    denser runs cut to ``target`` entries (see :func:`_best`).
 
     The grid ``PATH_FRACTIONS`` of mu_max, then up to ``REFINE_ROUNDS`` rounds of
     ``REFINE_POINTS`` values between the two mus that bracket the target (counts fall as mu
@@ -524,7 +546,8 @@ def _rounds(run, runs, mu_max, target):
 
 
 def _best(runs, target, variance, dtype):
-    """(X, mu, path, IFOs) of the run nearest the target, and the whole path."""
+    """(X, mu, path, IFOs, cuts) of the run nearest the target, the whole path, and the
+    denser runs cut to the target's count of largest entries, as (mu, X) pairs."""
     mus = np.concatenate([a[0] for a in runs])
     order = np.argsort(mus, kind="stable")
 
@@ -538,8 +561,19 @@ def _best(runs, target, variance, dtype):
     best = _pick(np.where(failed, np.inf, counts), target)
     path = SparsePCAPath(jnp.asarray(mus[order].astype(dtype)), jnp.asarray(counts),
                          jnp.asarray(metrics[0]), jnp.asarray(metrics[1]))
-    return (jnp.asarray(joined(1)[best]), jnp.asarray(mus[order][best].astype(dtype)), path,
-            float(joined(5)[best]))
+    denser = np.flatnonzero(~failed & (counts > target))
+    params, sorted_mus = joined(1), mus[order].astype(dtype)
+    cuts = [(sorted_mus[i], _cut(params[i], target)) for i in denser if i != best]
+    return (jnp.asarray(params[best]), jnp.asarray(sorted_mus[best]), path,
+            float(joined(5)[best]), cuts)
+
+
+def _cut(x, k):
+    """``x`` with all but its ``k`` largest entries in magnitude set to 0 (NumPy)."""
+    flat = np.abs(x).ravel()
+    keep = np.zeros(flat.shape, bool)
+    keep[np.argsort(flat, kind="stable")[flat.size - k:]] = True
+    return np.where(keep.reshape(x.shape), x, 0)
 
 
 def _mu_vector(mu, r, dtype):
