@@ -86,18 +86,19 @@ def run(n=20000, r=10, mu=0.2, budget=4.0, q=100, batch_size=100, seed=0, out_di
         res = rproxjax.fit(opt, problems.spca_loss, x0, data, key=jax.random.key(seed + 1),
                            batch_size=batch_size, num_epochs=epochs, steps_per_epoch=steps)
         wall = time.perf_counter() - start
-        x = np.asarray(res.params)
+        # NumPy from here: indexing a JAX array eagerly compiles a program per shape
+        x, loss, ifo = (np.asarray(a) for a in (res.params, res.epoch_loss, res.epoch_ifo))
         proj = data_np @ x
         results[name] = {
-            "loss": float(res.epoch_loss[-1]),
+            "loss": float(loss[-1]),
             "explained_variance": float(np.sum(proj * proj) / np.sum(x * x)) / total_var,
             "nonzeros": int(np.sum(np.abs(x) > 1e-3)),
-            "run_time": float(res.epoch_time[-1]),
+            "run_time": float(np.asarray(res.epoch_time)[-1]),
             "wall_time": wall,
-            "ifo_over_n": float(res.epoch_ifo[-1]) / n,
-            "curve_ifo": np.asarray(res.epoch_ifo) / n,
-            "curve_loss": np.asarray(res.epoch_loss),
-            "feasibility": float(res.history.feasibility[-1]),
+            "ifo_over_n": float(ifo[-1]) / n,
+            "curve_ifo": ifo / n,
+            "curve_loss": loss,
+            "feasibility": float(np.asarray(res.history.feasibility)[-1]),
             "params": x,
         }
     header = (f"{'method':10s} {'loss F':>10s} {'expl. var.':>10s} {'nonzeros':>9s} "

@@ -415,7 +415,6 @@ def _retract(x, v, method):
     )
 
 
-@functools.partial(jax.jit, static_argnames=("d", "r", "dtype", "shape"))
 def random_point(key: PRNGKey, d: int, r: int, dtype: DTypeLike | None = None, *,
                  shape: tuple[int, ...] = ()) -> Array:
     """A random point of St(d, r), uniform (Haar) distributed.
@@ -441,13 +440,21 @@ def random_point(key: PRNGKey, d: int, r: int, dtype: DTypeLike | None = None, *
     dims = [_checks.index_or_none(n) for n in shape] if isinstance(shape, tuple | list) else None
     if dims is None or any(n is None or n < 0 for n in dims):
         raise ValueError(f"shape must be a tuple of non-negative integers, got {shape!r}.")
-    return _random_point(key, tuple(dims) + (d, r), jnp.dtype(dtype))
+    draw = _random_point if isinstance(key, jax.core.Tracer) else _random_point_now
+    return draw(key, tuple(dims) + (d, r), jnp.dtype(dtype))
 
 
-@functools.partial(jax.jit, static_argnums=(1, 2))
-def _random_point(key, shape, dtype):
-    """The draw and its QR as one compiled program (eagerly, each operation compiles one)."""
+def _draw(key, shape, dtype):
     return _sign_fix_qr(jax.random.normal(key, shape, dtype=dtype))
+
+
+_random_point = jax.jit(_draw, static_argnums=(1, 2))  # inside a caller's trace
+# A concrete key: the draw and its QR as one program compiled without LLVM's optimizations
+# (options apply to a top-level program only). Those took 1.2-1.5 s of a 1.5 s compilation
+# of the counter-based generator on 2 CPU cores; without them it compiles in 0.2 s, and it
+# runs once. The random bits are the same; a normal may differ in its last bit (FMAs).
+_random_point_now = jax.jit(_draw, static_argnums=(1, 2),
+                            compiler_options={"xla_backend_optimization_level": 0})
 
 
 @jax.jit

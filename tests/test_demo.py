@@ -28,6 +28,30 @@ def test_demo_runs_and_reports(tmp_path, capsys):
     assert np.all(np.isfinite(results["R-ProxSPB"]["params"]))
 
 
+def test_the_demo_compiles_its_runs_and_little_else(tmp_path):
+    """The demonstration's programs are its three methods' runs (an epoch program each,
+    the one that evaluates F and draws the next epoch's samples, the optimizer's init) and
+    its start: no program per indexing of a result or per split of a key. A second run
+    compiles nothing."""
+    import jax
+
+    count = [0]
+
+    def listen(event, duration, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            count[0] += 1
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        _demo.run(n=2000, budget=3.0, q=10, out_dir=tmp_path, plot=False, seed=3)
+        first = count[0]
+        _demo.run(n=2000, budget=3.0, q=10, out_dir=tmp_path, plot=False, seed=3)
+        second = count[0] - first
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    assert first <= 18 and second == 0, (first, second)  # 16 here; 31 before
+
+
 def test_the_command_keeps_its_compiled_programs_in_a_persistent_cache(tmp_path):
     """``python -m rproxjax`` turns JAX's persistent cache on for its own process (in
     $RPROXJAX_CACHE_DIR here)."""

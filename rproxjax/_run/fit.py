@@ -182,20 +182,25 @@ def _finite_elements(program, key, epochs):
     block (block key, segment index), one key per block as whole-block epochs have."""
     per = program.segments()
     if per is None:
-        key, keys = _epoch_keys(key, epochs)
-        return key, list(keys)
+        return _epoch_keys(key, epochs)
     key, keys = _epoch_keys(key, -(-epochs // per))
-    return key, [(keys[e // per], jnp.int32(e % per)) for e in range(epochs)]
+    return key, [(keys[e // per], np.int32(e % per)) for e in range(epochs)]
 
 
 def _epoch_keys(key, num_epochs):
-    """Epoch keys split off one at a time, so that a run of a + b epochs and a run of a
-    epochs resumed (with its returned key and state) for b more draw the same samples."""
+    """(key, a list of epoch keys) split off one at a time, so that a run of a + b epochs
+    and a run of a epochs resumed (with its returned key and state) for b more draw the
+    same samples."""
     keys = []
     for _ in range(num_epochs):
-        key, sub = jax.random.split(key)
+        key, sub = _split(key)
         keys.append(sub)
-    return key, jnp.stack(keys)
+    return key, keys
+
+
+# A split as one program returning both keys (eagerly, unpacking the split's array and
+# stacking the keys compiled a program each).
+_split = jax.jit(lambda key: tuple(jax.random.split(key)))
 
 
 def _init(optimizer, params):
