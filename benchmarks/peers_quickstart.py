@@ -335,7 +335,8 @@ def render(block):
                 best_var = (pname, b["adjusted"], b["nnz"])
             if np.isfinite(rec["rerun_s"]) and (fastest is None or rec["rerun_s"] < fastest[1]):
                 fastest = (pname, rec["rerun_s"])
-            if quickest is None or rec["search_s"] < quickest[1]:
+            if np.isfinite(rec["search_s"]) and (quickest is None
+                                                  or rec["search_s"] < quickest[1]):
                 quickest = (pname, rec["search_s"])
         if best_var is not None and fastest is not None:
             verdicts.append(

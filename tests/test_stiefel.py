@@ -48,6 +48,20 @@ def test_random_point_from_a_concrete_key_equals_the_traced_draw(dtype):
     assert float(stiefel.feasibility(eager)) < 50 * eps
 
 
+def test_random_point_with_a_captured_key_inside_jit_and_scan():
+    """A concrete key captured (not an argument) inside a caller's trace takes the traced
+    draw: compiler options are for top-level programs only."""
+    key = jax.random.key(9)
+    eager = stiefel.random_point(key, 6, 2)
+    jitted = jax.jit(lambda: stiefel.random_point(key, 6, 2))()
+    _, scanned = jax.lax.scan(lambda c, _: (c, stiefel.random_point(key, 6, 2)), 0, None,
+                              length=2)
+    shape = jax.eval_shape(lambda: grassmann.random_point(key, 6, 2))
+    for other in (jitted, scanned[0], scanned[1]):
+        np.testing.assert_allclose(np.asarray(other), np.asarray(eager), atol=1e-13)
+    assert shape.shape == (6, 2)
+
+
 def test_project_gives_tangent_vectors_and_is_idempotent():
     x, _ = _point_and_tangent(1, 12, 4)
     u = jax.random.normal(jax.random.key(5), (12, 4))

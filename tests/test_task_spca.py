@@ -125,6 +125,33 @@ def test_refit_best_picks_the_better_pattern_and_stays_orthonormal():
     assert index == 1 and np.sum(np.abs(out) > 1e-3) <= 1500
 
 
+@pytest.mark.parametrize(("target", "support"), [(15, "cut"), (24, "run")])
+def test_a_targets_pattern_and_mu_say_where_they_come_from(target, support):
+    """nonzeros= with the refit on small data (r = 3, 48 entries): a cut pattern names the
+    mu of a denser run of the path and has at most k nonzeros; the nearest run's pattern
+    names the mu that refit=False returns. Both orthonormal. (Which wins is deterministic
+    here: a cut at 15, the run at 24.)"""
+    res = rproxjax.sparse_pca(SMALL, 3, nonzeros=target, passes=3)
+    near = rproxjax.sparse_pca(SMALL, 3, nonzeros=target, passes=3, refit=False)
+    assert res.settings["support"] == support
+    mus, counts = np.asarray(res.path.mu), np.asarray(res.path.nonzeros)
+    if support == "cut":
+        at = np.flatnonzero(mus == float(res.mu))
+        assert at.size == 1 and counts[at[0]] > target
+        assert res.nonzeros <= target and float(res.mu) < float(near.mu)
+    else:
+        assert float(res.mu) == float(near.mu)
+    x = np.asarray(res.components)
+    np.testing.assert_allclose(x.T @ x, np.eye(3), atol=1e-12)
+    assert float(res.adjusted_variance) >= float(near.adjusted_variance) - 1e-12
+
+
+def test_a_given_start_is_not_cut_as_the_principal_directions():
+    x0 = np.linalg.qr(np.random.default_rng(3).standard_normal((16, 3)))[0]
+    res = rproxjax.sparse_pca(SMALL, 3, nonzeros=15, passes=3, x0=x0)
+    assert res.settings["support"] in ("run", "cut") and float(res.mu) > 0
+
+
 def test_refit_best_with_the_first_start_alone_is_refit_on_support():
     from rproxjax._tasks.refit import refit_best, refit_on_support
 

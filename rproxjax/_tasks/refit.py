@@ -166,10 +166,11 @@ def refit_best(starts: list[np.ndarray], centred: np.ndarray, threshold: float,
     ``starts[0]`` is refitted as by :func:`refit_on_support` (the result is at least as
     good as it). The other starts are zero patterns with values, not necessarily
     orthonormal (loadings cut to their largest entries, say): they are ranked by the
-    adjusted variance of their column-normalized values, and the ``screen`` best are
-    refitted by the same two chains; a chain counts only where it ends orthonormal (the
-    greedy pass always does). One covariance, on the union of every start's support,
-    serves them all.
+    adjusted variance of their column-normalized values (from the scores, O(n d r) each),
+    and the ``screen`` best are refitted by the same two chains; a chain counts only where
+    it ends orthonormal (the greedy pass always does). One covariance serves the refits,
+    on the union of the refitted starts' supports: O(n s^2) for s <= min(d, (1 + screen) k)
+    features, k the largest support.
 
     Args:
       starts: d x r arrays (NumPy); entries with |x_ij| <= ``threshold`` are off the
@@ -180,26 +181,28 @@ def refit_best(starts: list[np.ndarray], centred: np.ndarray, threshold: float,
       screen: how many of ``starts[1:]`` are refitted.
 
     Returns:
-      (index of the start whose pattern won, orthonormal d x r loadings, their adjusted
-      variance as a sum of R_jj^2 / n).
+      (index of the start whose pattern won, d x r loadings, their adjusted variance as a
+      sum of R_jj^2 / n): a refit, orthonormal with exact zeros off its pattern, or
+      ``starts[0]`` itself where no refit improves on it.
     """
     x = np.asarray(starts[0])
     keeps = [np.abs(np.asarray(s)) > threshold for s in starts]
-    union = np.flatnonzero(np.any([k.any(axis=1) for k in keeps], axis=0))
     best, best_value, index = x, _own_variance(x, centred), 0
+
+    def screened(i):
+        cut = np.where(keeps[i], starts[i], 0).astype(x.dtype)
+        norms = np.linalg.norm(cut, axis=0)
+        return _own_variance(cut / norms, centred) if np.all(norms > 0) else -np.inf
+
+    ranked = sorted(range(1, len(starts)), key=lambda i: -screened(i))[:screen]
+    chosen = [0] + ranked
+    union = np.flatnonzero(np.any([keeps[i].any(axis=1) for i in chosen], axis=0))
     if union.size == 0:
         return index, best, best_value
     cov = covariance(centred, union, x.dtype)
-
-    def on_union(i):
-        return np.where(keeps[i], starts[i], 0).astype(x.dtype)[union]
-
-    a, value = _chains(on_union(0), keeps[0][union], cov, sweeps, best_value)
-    if a is not None:
-        best, best_value = _embed(a, union, x), value
-    ranked = sorted(range(1, len(starts)), key=lambda i: -_normalized_variance(on_union(i), cov))
-    for i in ranked[:screen]:
-        a, value = _chains(on_union(i), keeps[i][union], cov, sweeps, best_value)
+    for i in chosen:
+        a0 = np.where(keeps[i], starts[i], 0).astype(x.dtype)[union]
+        a, value = _chains(a0, keeps[i][union], cov, sweeps, best_value)
         if a is not None:
             best, best_value, index = _embed(a, union, x), value, i
     return index, best, best_value
@@ -217,13 +220,6 @@ def _own_variance(x, centred):
     """The adjusted variance (sum R_jj^2 / n) of ``x`` on the data, from the scores."""
     r_factor = np.linalg.qr(centred @ x, mode="r")
     return float(np.sum(np.diag(r_factor) ** 2)) / centred.shape[0]
-
-
-def _normalized_variance(a, cov):
-    norms = np.linalg.norm(a, axis=0)
-    if not np.all(norms > 0):
-        return -np.inf
-    return adjusted_variance(a / norms, cov)
 
 
 def _embed(a, union, like):

@@ -83,7 +83,8 @@ class SparsePCAResult(NamedTuple):
       nonzeros: entries of X with |X_ij| > 1e-3 (total).
       nonzeros_per_component: the same count per column (length r).
       mu: the l1 weight used (a scalar, or one per column); for a ``nonzeros=`` target,
-        the weight of the run whose zero pattern the result has (0: the start's, cut).
+        the weight of the run whose zero pattern the result has (0: the principal
+        directions', cut).
       method: the optimizer's name.
       num_steps: optimizer steps taken.
       passes: stochastic gradients used, in passes over the data (IFO / n).
@@ -92,7 +93,8 @@ class SparsePCAResult(NamedTuple):
       path: the :class:`SparsePCAPath` of a ``nonzeros=`` target, else None.
       settings: the run's settings as a dict (step sizes, batch size, q, the data's scales;
         ``"support"``: where the zero pattern came from, "run", or for a ``nonzeros=``
-        target refitted from a cut, "cut" (a denser run's) or "start" (X0's)).
+        target refitted from a cut, "cut" (a denser run's) or "start" (the principal
+        directions')).
     """
 
     components: Array
@@ -308,15 +310,17 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
     values between the two that bracket k (the same compiled program), up to 3 times
     until a count is within 2% of k. Without the refit, the result is the run whose total
     count of nonzeros (entries |X_ij| > 1e-3) is nearest k. With it, the zero pattern is
-    the best of several with about k nonzeros: the run nearest k, and the denser runs of
-    the path and the start X0 (mu = 0) each cut to its k largest entries (cutting a denser
+    the best of several with about k nonzeros: the run nearest k, and the path's other
+    denser runs and (without ``x0``) the principal directions (mu = 0) each cut to its k
+    largest entries (cutting a denser
     solution keeps its large loadings where the l1 weight that would make it as sparse
     spreads its zeros evenly: the better pattern at dense targets). The candidates are
     ranked by the adjusted variance of their column-normalized entries, and the run
     nearest k and the three best cuts are refitted; the result is the refit that explains
     the most variance, always at least the nearest run's. ``mu`` is then the l1 weight
-    of the run whose pattern won (0 for the start), and ``settings["support"]`` says
-    which: "run", "cut" or "start". The whole path (every mu tried, sorted) is returned.
+    of the run whose pattern won (0 for the principal directions), and
+    ``settings["support"]`` says which: "run", "cut" or "start". The whole path (every mu
+    tried, sorted) is returned.
 
     Args:
       data: n x d array (NumPy or JAX; integers are converted to JAX's default float).
@@ -403,7 +407,8 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
         history = None
     support = "run"
     if refit and path is not None:
-        cuts.append((np_dtype.type(0), _cut(np.asarray(prep["x0"]), target)))
+        if not x0_given:  # the principal directions, mu = 0
+            cuts.append((np_dtype.type(0), _cut(np.asarray(prep["x0"]), target)))
         i, x, _ = refit_best([np.asarray(x)] + [c[1] for c in cuts], np.asarray(centred),
                              NONZERO_THRESHOLD)
         if i:
