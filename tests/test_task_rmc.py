@@ -260,8 +260,16 @@ def test_example_script_plot(tmp_path):
     assert path.stat().st_size > 0
 
 
+# results/rmc-video.json is the v2 run, from before R-ProxSPB's RMC budget was cut at exactly
+# 4 |Omega| with curve points inside its blocks (now F 2608.7 against the stored 2677.5). The
+# reproduction rerun replaces the file; this strict xfail then fails, and goes.
+_STALE = pytest.mark.xfail(strict=True, reason="results/rmc-video.json predates the v3 "
+                           "R-ProxSPB budget; the reproduction rerun regenerates it")
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("method", list(METHODS))
+@pytest.mark.parametrize("method", [pytest.param(m, marks=_STALE) if m == "r_prox_spb" else m
+                                    for m in METHODS])
 def test_defaults_on_the_whole_video_match_the_tuned_run(method):
     """The paper-size problem, seed 0: the default steps (the tuned point; the rule multiplies
     U's step by (0.45 / 0.447)^2 = 1.013) give F and background error within 1% of the
