@@ -260,9 +260,10 @@ def test_example_script_plot(tmp_path):
     assert path.stat().st_size > 0
 
 
-# results/rmc-video.json is the v2 run, from before R-ProxSPB's RMC budget was cut at exactly
-# 4 |Omega| with curve points inside its blocks (now F 2608.7 against the stored 2677.5). The
-# reproduction rerun replaces the file; this strict xfail then fails, and goes.
+# results/rmc-video.json is the v2 run, from before R-ProxSPB spent exactly the budget (|S2|
+# set so that whole blocks fill 4 |Omega|; 3.6 of it were spent): F 2608.7 now against the
+# stored 2677.5. The reproduction rerun replaces the file; this strict xfail then fails, and
+# goes.
 _STALE = pytest.mark.xfail(strict=True, reason="results/rmc-video.json predates the v3 "
                            "R-ProxSPB budget; the reproduction rerun regenerates it")
 
