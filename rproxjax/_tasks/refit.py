@@ -154,9 +154,7 @@ def refit_on_support(x: np.ndarray, centred: np.ndarray, threshold: float,
     best, value = _chains(np.where(keep, x, 0)[union], keep[union], cov, sweeps, start)
     if best is None:
         return x, start, start
-    out = np.zeros_like(x)
-    out[union] = best
-    return out, start, value
+    return _embed(best, union, x), start, value
 
 
 def refit_best(starts: list[np.ndarray], centred: np.ndarray, threshold: float,
@@ -188,11 +186,11 @@ def refit_best(starts: list[np.ndarray], centred: np.ndarray, threshold: float,
     x = np.asarray(starts[0])
     keeps = [np.abs(np.asarray(s)) > threshold for s in starts]
     best, best_value, index = x, _own_variance(x, centred), 0
+    patterns = [np.where(k, s, 0).astype(x.dtype) for k, s in zip(keeps, starts, strict=True)]
 
     def screened(i):
-        cut = np.where(keeps[i], starts[i], 0).astype(x.dtype)
-        norms = np.linalg.norm(cut, axis=0)
-        return _own_variance(cut / norms, centred) if np.all(norms > 0) else -np.inf
+        norms = np.linalg.norm(patterns[i], axis=0)
+        return _own_variance(patterns[i] / norms, centred) if np.all(norms > 0) else -np.inf
 
     ranked = sorted(range(1, len(starts)), key=lambda i: -screened(i))[:screen]
     chosen = [0] + ranked
@@ -201,8 +199,7 @@ def refit_best(starts: list[np.ndarray], centred: np.ndarray, threshold: float,
         return index, best, best_value
     cov = covariance(centred, union, x.dtype)
     for i in chosen:
-        a0 = np.where(keeps[i], starts[i], 0).astype(x.dtype)[union]
-        a, value = _chains(a0, keeps[i][union], cov, sweeps, best_value)
+        a, value = _chains(patterns[i][union], keeps[i][union], cov, sweeps, best_value)
         if a is not None:
             best, best_value, index = _embed(a, union, x), value, i
     return index, best, best_value

@@ -308,19 +308,18 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
     With ``nonzeros=k`` instead of ``mu``, the regularization path runs over 12 values of
     mu (0.002 to 4 times mu_max) as one compiled ``vmap`` program, then over 8
     values between the two that bracket k (the same compiled program), up to 3 times
-    until a count is within 2% of k. Without the refit, the result is the run whose total
-    count of nonzeros (entries |X_ij| > 1e-3) is nearest k. With it, the zero pattern is
-    the best of several with about k nonzeros: the run nearest k, and the path's other
-    denser runs and (without ``x0``) the principal directions (mu = 0) each cut to its k
-    largest entries (cutting a denser
-    solution keeps its large loadings where the l1 weight that would make it as sparse
-    spreads its zeros evenly: the better pattern at dense targets). The candidates are
-    ranked by the adjusted variance of their column-normalized entries, and the run
-    nearest k and the three best cuts are refitted; the result is the refit that explains
-    the most variance, always at least the nearest run's. ``mu`` is then the l1 weight
-    of the run whose pattern won (0 for the principal directions), and
-    ``settings["support"]`` says which: "run", "cut" or "start". The whole path (every mu
-    tried, sorted) is returned.
+    until a count is within 2% of k. Without the refit, the result is the run whose
+    total count of nonzeros (entries |X_ij| > 1e-3) is nearest k. With it, the zero
+    pattern is the best of several with about k nonzeros: the run nearest k, and the
+    path's other denser runs and (without ``x0``) the principal directions (mu = 0) each
+    cut to its k largest entries (cutting a denser solution keeps its large loadings
+    where the l1 weight that would make it as sparse spreads its zeros evenly: the
+    better pattern at dense targets). The candidates are ranked by the adjusted variance
+    of their column-normalized entries, and the run nearest k and the three best cuts
+    are refitted; the result is the refit that explains the most variance, always at
+    least the nearest run's. ``mu`` is then the l1 weight of the run whose pattern won
+    (0 for the principal directions), and ``settings["support"]`` says which: "run",
+    "cut" or "start". The whole path (every mu tried, sorted) is returned.
 
     Args:
       data: n x d array (NumPy or JAX; integers are converted to JAX's default float).
@@ -401,23 +400,18 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
         path = None
     else:
         target = _positive_int("nonzeros", nonzeros, r, d * r)
-        x, mu_out, path, ifo, cuts = _path(_program(method, kw, q, ssn, True), consts,
-                                           target, mu_max, variance, r, np_dtype,
-                                           Stages(1 + REFINE_ROUNDS, progress, "path round"))
+        x, mu_out, path, ifo, denser = _path(_program(method, kw, q, ssn, True), consts,
+                                             target, mu_max, variance, r, np_dtype,
+                                             Stages(1 + REFINE_ROUNDS, progress, "path round"))
         history = None
-    support = "run"
-    if refit and path is not None:
         if not x0_given:  # the principal directions, mu = 0
-            cuts.append((np_dtype.type(0), _cut(np.asarray(prep["x0"]), target)))
-        i, x, _ = refit_best([np.asarray(x)] + [c[1] for c in cuts], np.asarray(centred),
-                             NONZERO_THRESHOLD)
-        if i:
-            mu_out, support = jnp.asarray(cuts[i - 1][0]), "cut" if cuts[i - 1][0] else "start"
-        x = jnp.asarray(x)
+            denser.append((np_dtype.type(0), np.asarray(prep["x0"])))
+    settings["support"] = "run"
+    if refit and path is not None:
+        x, mu_out, settings["support"] = _refit_target(x, mu_out, denser, centred, target)
     elif refit:
         x = jnp.asarray(refit_on_support(np.asarray(x), np.asarray(centred),
                                          NONZERO_THRESHOLD)[0])
-    settings["support"] = support
     (explained, adjusted, per_comp, nnz_cols), scores = _finish(x, centred)
     return SparsePCAResult(
         components=x, mean=prep["mean"], scores=scores, explained_variance=explained,
@@ -509,8 +503,8 @@ def _finish(x, centred):
 
 
 def _path(program, consts, target, mu_max, variance, r, dtype, stages):
-    """(X, mu, path, IFOs, cuts) of the run whose nonzeros are nearest ``target``, and the
-    denser runs cut to ``target`` entries (see :func:`_best`).
+    """(X, mu, path, IFOs, denser) of the run whose nonzeros are nearest ``target``, and the
+    other denser runs (see :func:`_best`).
 
     The grid ``PATH_FRACTIONS`` of mu_max, then up to ``REFINE_ROUNDS`` rounds of
     ``REFINE_POINTS`` values between the two mus that bracket the target (counts fall as mu
@@ -551,8 +545,8 @@ def _rounds(run, runs, mu_max, target):
 
 
 def _best(runs, target, variance, dtype):
-    """(X, mu, path, IFOs, cuts) of the run nearest the target, the whole path, and the
-    denser runs cut to the target's count of largest entries, as (mu, X) pairs."""
+    """(X, mu, path, IFOs, denser) of the run nearest the target, the whole path, and the
+    other runs with more nonzeros than the target (and not failed), as (mu, X) pairs."""
     mus = np.concatenate([a[0] for a in runs])
     order = np.argsort(mus, kind="stable")
 
@@ -566,11 +560,23 @@ def _best(runs, target, variance, dtype):
     best = _pick(np.where(failed, np.inf, counts), target)
     path = SparsePCAPath(jnp.asarray(mus[order].astype(dtype)), jnp.asarray(counts),
                          jnp.asarray(metrics[0]), jnp.asarray(metrics[1]))
-    denser = np.flatnonzero(~failed & (counts > target))
     params, sorted_mus = joined(1), mus[order].astype(dtype)
-    cuts = [(sorted_mus[i], _cut(params[i], target)) for i in denser if i != best]
+    denser = [(sorted_mus[i], params[i]) for i in np.flatnonzero(~failed & (counts > target))
+              if i != best]
     return (jnp.asarray(params[best]), jnp.asarray(sorted_mus[best]), path,
-            float(joined(5)[best]), cuts)
+            float(joined(5)[best]), denser)
+
+
+def _refit_target(x, mu, denser, centred, target):
+    """(X, mu, support) of a ``nonzeros=`` target refitted: the best of the nearest run's
+    pattern and the ``denser`` (mu, X) points cut to ``target`` entries (:func:`refit_best`);
+    support "run", "cut" or "start" (mu = 0, the principal directions)."""
+    starts = [np.asarray(x)] + [_cut(params, target) for _, params in denser]
+    i, x, _ = refit_best(starts, np.asarray(centred), NONZERO_THRESHOLD)
+    if i == 0:
+        return jnp.asarray(x), mu, "run"
+    mu = denser[i - 1][0]
+    return jnp.asarray(x), jnp.asarray(mu), "cut" if mu else "start"
 
 
 def _cut(x, k):
