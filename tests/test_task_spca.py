@@ -364,7 +364,6 @@ def test_nonzeros_target_with_the_refit_beats_the_nearest_run(loader):
     data = loader(n=2000, seed=1)
     res = rproxjax.sparse_pca(data, 5, nonzeros=400, passes=4)
     near = rproxjax.sparse_pca(data, 5, nonzeros=400, passes=4, refit=False)
-    assert res.settings["support"] in ("run", "cut", "start")
     assert abs(res.nonzeros - 400) <= 20
     if res.settings["support"] != "run":
         assert res.nonzeros <= 400
