@@ -1,13 +1,17 @@
 """The README's main demonstration, in a short version (CI runs this)."""
 
+import json
+
 import numpy as np
+import pytest
 
 from rproxjax import _demo
 from tests.subprocess_env import subprocess_env
 
 
 def test_demo_runs_and_reports(tmp_path, capsys):
-    results = _demo.run(n=3000, budget=5.0, q=10, out_dir=tmp_path, plot=True)
+    results = _demo.run(n=3000, budget=5.0, q=10, out_dir=tmp_path, plot=True,
+                        json_path=tmp_path / "demo.json")
     out = capsys.readouterr().out
     assert "R-ProxSPB" in out and "expl. var." in out
     assert (tmp_path / "demo_loss.png").stat().st_size > 1000
@@ -26,6 +30,23 @@ def test_demo_runs_and_reports(tmp_path, capsys):
     # Sparse components: entries above the paper's threshold 1e-3.
     assert results["R-ProxSPB"]["nonzeros"] < 0.5 * 784 * 10
     assert np.all(np.isfinite(results["R-ProxSPB"]["params"]))
+    # The saved table: the printed numbers, the settings and where they were computed.
+    doc = json.loads((tmp_path / "demo.json").read_text())
+    assert doc["kind"] == "demo" and doc["settings"]["n"] == 3000
+    assert doc["settings"]["steps"] == _demo.STEPS
+    assert set(doc["machine"]) >= {"rproxjax", "jax", "commit", "tree_clean", "solver_defaults"}
+    for name, s in results.items():
+        assert doc["results"][name] == {k: s[k] for k in _demo.FIELDS}, name
+    table = _demo.table(doc)
+    rows = [line for line in table if line.startswith("| R-")]
+    assert [row.split(" | ")[0] for row in rows] == ["| R-ProxSPB", "| R-ProxSGD", "| R-Subgrad"]
+    spb = results["R-ProxSPB"]
+    assert f"| {spb['loss']:.4f} | {spb['explained_variance']:.4f} | {spb['nonzeros']} |" in rows[0]
+
+
+def test_the_json_records_the_default_methods_only(tmp_path):
+    with pytest.raises(ValueError, match="default methods"):
+        _demo.run(n=2000, budget=3.0, q=10, plot=False, methods={}, json_path=tmp_path / "x")
 
 
 def test_the_demo_compiles_its_runs_and_little_else(tmp_path):
