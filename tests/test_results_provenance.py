@@ -48,3 +48,74 @@ def test_a_setting_that_no_longer_exists_is_stale(removed):
     recorded[removed] = dict(recorded[removed], old_knob=1)
     assert "old_knob is no longer a setting" in _store.staleness(
         {"machine": {"solver_defaults": recorded}})
+
+
+# The committed results: fresh, complete, from a clean tree, and the source of every number
+# the README and results/README.md print.
+
+RESULTS = ROOT / "results"
+COMMITTED = sorted(RESULTS.glob("*.json"))
+
+
+def _committed(name):
+    import json
+
+    return json.loads((RESULTS / name).read_text())
+
+
+@pytest.mark.skipif(not COMMITTED, reason="no results/ folder (an installed copy)")
+@pytest.mark.parametrize("path", [p.name for p in COMMITTED])
+def test_committed_results_describe_the_present_library(path):
+    """Stale results cannot stay published silently: every committed file was computed
+    with the present solver defaults and protocol, on a clean tree whose commit it names."""
+    from rproxjax.experiments import CONFIGS
+    from rproxjax.experiments._report import _missing_settings
+
+    result = _committed(path)
+    machine = result["machine"]
+    assert _store.staleness(result) is None, (path, _store.staleness(result))
+    assert re.fullmatch(r"[0-9a-f]{40}", machine["commit"]), path
+    assert machine["tree_clean"] is True, path
+    if result.get("kind") != "demo":
+        assert result["complete"], path
+        assert not _missing_settings(result["name"], result), path
+        assert result["name"] in CONFIGS
+        # every unit saved by the same code: the commit of the file's machine
+        commits = {m.get("commit") for m in result.get("machines", {}).values()}
+        assert commits <= {machine["commit"]}, (path, commits)
+
+
+@pytest.mark.skipif(not COMMITTED, reason="no results/ folder (an installed copy)")
+def test_the_readme_block_is_generated_from_the_results():
+    from rproxjax.experiments._report import README_BEGIN, README_END, readme_block
+
+    lines = (ROOT / "README.md").read_text().split("\n")
+    block = lines[lines.index(README_BEGIN):lines.index(README_END) + 1]
+    assert block == readme_block(RESULTS)
+
+
+@pytest.mark.skipif(not COMMITTED, reason="no results/ folder (an installed copy)")
+def test_results_readme_is_generated_from_the_results(tmp_path):
+    import shutil
+
+    from rproxjax.experiments._report import write_report
+
+    for path in COMMITTED:
+        shutil.copy(path, tmp_path / path.name)
+    written = write_report(tmp_path).read_text()
+    assert written == (RESULTS / "README.md").read_text()
+
+
+def test_update_readme_needs_its_markers(tmp_path):
+    from rproxjax.experiments._report import README_BEGIN, README_END, update_readme
+
+    page = tmp_path / "README.md"
+    page.write_text("# x\n\ntext\n")
+    with pytest.raises(ValueError, match="no generated block"):
+        update_readme(page, tmp_path)
+    page.write_text(f"# x\n\n{README_END}\n{README_BEGIN}\n")  # the wrong order
+    with pytest.raises(ValueError, match="no generated block"):
+        update_readme(page, tmp_path)
+    page.write_text(f"# x\n\n{README_BEGIN}\nold\n{README_END}\n\nafter\n")
+    update_readme(page, tmp_path)  # no results there: the two markers around nothing
+    assert page.read_text() == f"# x\n\n{README_BEGIN}\n\n{README_END}\n\nafter\n"

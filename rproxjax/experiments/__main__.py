@@ -28,13 +28,16 @@ def main(argv=None) -> int:
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     parser.add_argument("--report", action="store_true",
                         help="(re)write <out>/README.md and the figures from the saved results")
+    parser.add_argument("--readme", metavar="PATH",
+                        help="with --report: also rewrite the generated block of this README "
+                             "(the demonstration's table and the claim counts)")
     args = parser.parse_args(argv)
     if args.out is None:
         args.out = "results" if args.size == "paper" else "results/tiny"
+    if args.readme and not args.report:
+        parser.error("--readme goes with --report")
     if args.report and not args.names:
-        from rproxjax.experiments._report import write_report
-
-        print(f"wrote {write_report(args.out, figures=not args.no_plot)}")
+        _report(args, figures=not args.no_plot)
         return 0
     if args.list or not args.names:
         for name, cfg in experiments.CONFIGS.items():
@@ -55,10 +58,16 @@ def main(argv=None) -> int:
             for path in experiments.plot(result, args.out):
                 print(f"  saved {path}")
     if args.report:
-        from rproxjax.experiments._report import write_report
-
-        print(f"wrote {write_report(args.out)}")
+        _report(args, figures=False)
     return 0
+
+
+def _report(args, figures):
+    from rproxjax.experiments._report import update_readme, write_report
+
+    print(f"wrote {write_report(args.out, figures=figures)}")
+    if args.readme:
+        print(f"wrote {update_readme(args.readme, args.out)}")
 
 
 if __name__ == "__main__":
