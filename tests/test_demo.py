@@ -95,3 +95,21 @@ def test_the_cache_folder_follows_the_environment(monkeypatch):
     monkeypatch.delenv("RPROXJAX_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", "/xdg")
     assert cache_dir() == "/xdg/rproxjax/xla"
+
+
+def test_the_demo_takes_the_reproductions_tuned_steps():
+    """One source: the demonstration's step sizes are the ones the reproduction tuned for
+    its panel (MNIST, r = 10, mu = 0.2) in the committed results."""
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "results" / "spca-mnist-r10.json"
+    if not path.exists():
+        pytest.skip("no results/ folder (an installed copy)")
+    from rproxjax.experiments._report import summarize
+
+    best = summarize(json.loads(path.read_text()))["best_eta"]
+    for name, steps in _demo.STEPS.items():
+        tuned = best[f"{name}/mu=0.2"]
+        assert steps["eta"] == tuned["chosen"], name
+        if "gamma" in steps:
+            assert steps["gamma"] == tuned["gamma"], name
