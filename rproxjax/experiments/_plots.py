@@ -7,6 +7,7 @@ import pathlib
 import numpy as np
 
 from rproxjax.experiments import _peers_report, _rmc_report
+from rproxjax.experiments._spca_protocol import SINGLE_SAMPLE
 from rproxjax.experiments._spca_summary import first_pass_time
 from rproxjax.experiments._style import COLORS, STAND_INS, figure
 
@@ -87,6 +88,12 @@ def _variance(ax, units, panel, seeds, field, ylabel):
     ax.legend(fontsize=7)
 
 
+def _label(method, run) -> str:
+    """The legend's name of a method's curves, with its tuned steps."""
+    steps = [f"{k}={run[k]:g}" for k in ("eta", "gamma") if run.get(k) is not None]
+    return f"{method} ({', '.join(steps)})" if steps else method
+
+
 def spca_figures(result: dict) -> dict:
     """One row per mu panel: loss vs IFO/n and vs time (median and [min, max] band over the
     seeds, linear axes zoomed on the budget after the first pass), the paper's Euclidean
@@ -100,18 +107,24 @@ def spca_figures(result: dict) -> dict:
     axes = fig.subplots(len(panels), 4, squeeze=False)
     for row, panel in zip(axes, panels, strict=True):
         drawn = {"ifo_over_n": [], "time": []}
-        for method in SPCA_METHODS:
-            if f"run/{method}/mu={panel['key']}/seed={seeds[0]}" not in units:
-                continue
-            runs = [units[f"run/{method}/mu={panel['key']}/seed={s}"] for s in seeds]
-            eta = runs[0]["eta"]
-            label = method if eta is None else f"{method} (eta={eta:g})"
+        methods = {m: [units[f"run/{m}/mu={panel['key']}/seed={s}"] for s in seeds]
+                   for m in SPCA_METHODS if f"run/{m}/mu={panel['key']}/seed={seeds[0]}" in units}
+        # The time axis ends with the minibatch methods: the single-sample R-Subgrad, whose
+        # steps cost as much as a minibatch's, would squeeze them to its left edge.
+        t_end = max(float(np.median([r["time"][-1] for r in runs]))
+                    for m, runs in methods.items() if m != SINGLE_SAMPLE)
+        for method, runs in methods.items():
+            label = _label(method, runs[0])
             for ax, axis in zip(row[:2], ("ifo_over_n", "time"), strict=True):
+                late = axis == "time" and method == SINGLE_SAMPLE and float(np.median(
+                    [r["time"][-1] for r in runs])) > t_end
+                if late:
+                    label += f"; ends at {np.median([r['time'][-1] for r in runs]):.3g} s"
                 curves = _spca_curves(ax, runs, axis, COLORS[method], label)
-                if method != "ManPG":
+                if method != "ManPG" and not late:
                     drawn[axis].append(curves)
-        first_time = first_pass_time([units[f"run/R-ProxSPB/mu={panel['key']}/seed={s}"]
-                                      for s in seeds])
+        row[1].set_xlim(0.0, 1.02 * t_end)
+        first_time = first_pass_time(methods["R-ProxSPB"])
         _zoom(row[0], drawn["ifo_over_n"], 1.0)
         _zoom(row[1], drawn["time"], first_time)
         _variance(row[2], units, panel, seeds, "variance",
@@ -126,7 +139,8 @@ def spca_figures(result: dict) -> dict:
             ax.grid(alpha=0.3)
         for ax in row:
             ax.set_title(title, fontsize=8)
-        row[0].legend(fontsize=7)
+        for ax in row[:2]:  # the curves fall from the upper left: that corner stays clear
+            ax.legend(fontsize=6.5, loc="upper right", framealpha=0.7)
     fig.suptitle(f"Online sparse PCA on {STAND_INS[cfg['dataset']]}: n = "
                  f"{units['setup']['n']}, r = {cfg['r']}, |S| = |S2| = q = "
                  f"{cfg['batch_size']}, |S1| = n; {cfg['dtype']}; median and [min, max] over "
