@@ -72,6 +72,7 @@ def _zoom(ax, drawn, start):
 def _variance(ax, units, panel, seeds, field, ylabel):
     """A variance measure against the iteration: median and [min, max] over the seeds (refresh
     steps, where the estimate is the full gradient, not drawn)."""
+    floor = np.inf
     for method in SPCA_METHODS:
         if f"variance/{method}/mu={panel['key']}/seed={seeds[0]}" not in units:
             continue
@@ -83,6 +84,11 @@ def _variance(ax, units, panel, seeds, field, ylabel):
         it = np.arange(1, values.shape[1] + 1)
         ax.semilogy(it, med, color=COLORS[method], label=method, linewidth=0.8)
         ax.fill_between(it, lo, hi, color=COLORS[method], alpha=0.2, linewidth=0)
+        positive = med[np.isfinite(med) & (med > 0)]
+        if positive.size:
+            floor = min(floor, float(np.min(positive)))
+    if np.isfinite(floor):  # a seed whose estimate is exact (a band to 0) would stretch it
+        ax.set_ylim(bottom=floor / 10)
     ax.set_xlabel("iteration")
     ax.set_ylabel(ylabel, fontsize=8)
     ax.legend(fontsize=7)
