@@ -260,12 +260,12 @@ def test_example_script_plot(tmp_path):
     assert path.stat().st_size > 0
 
 
-# results/rmc-video.json is the v2 run, from before R-ProxSPB spent exactly the budget (|S2|
-# set so that whole blocks fill 4 |Omega|; 3.6 of it were spent): F 2608.7 now against the
-# stored 2677.5. The reproduction rerun replaces the file; this strict xfail then fails, and
-# goes.
-_STALE = pytest.mark.xfail(strict=True, reason="results/rmc-video.json predates the v3 "
-                           "R-ProxSPB budget; the reproduction rerun regenerates it")
+# The reproduction's v3 tuning of rmc-video chose R-ProxSPB's (eta, S scale) = (2, 0.1), the
+# top edge of its eta grid (2, 1, 0.5, 0.1, 0.01), which the RMC tuning does not extend yet;
+# DEFAULT_STEPS keeps (0.5, 0.3) until the grid is extended and the experiment rerun. Until
+# then this check fails for R-ProxSPB (a strict xfail: it must go when they agree again).
+_STALE = pytest.mark.xfail(strict=True, reason="results/rmc-video.json's R-ProxSPB point sits "
+                           "at its eta grid's edge; the defaults follow once it is extended")
 
 
 @pytest.mark.slow
