@@ -66,6 +66,49 @@ def _check_run(n, r, mu, budget, q, batch_size):
         )
 
 
+def _schedule(spb, n, budget, q, batch_size):
+    """(epochs, steps per epoch) of a method within ``budget`` IFO/n: R-ProxSPB whole blocks
+    with a curve point every tenth of a block, the others whole passes over the data."""
+    if spb:
+        steps = _points_step(q)
+        blocks = max(1, int(budget * n // block_cost(q, batch_size, n)))
+        return blocks * (q // steps), steps
+    steps = n // batch_size
+    return max(1, int(budget * n // (steps * batch_size))), steps
+
+
+def _summary(res, data_np, total_var, wall):
+    """A run's numbers, in NumPy (indexing a JAX array eagerly compiles a program per shape)."""
+    n = data_np.shape[0]
+    x, loss, ifo = (np.asarray(a) for a in (res.params, res.epoch_loss, res.epoch_ifo))
+    proj = data_np @ x
+    return {
+        "loss": float(loss[-1]),
+        "explained_variance": float(np.sum(proj * proj) / np.sum(x * x)) / total_var,
+        "nonzeros": int(np.sum(np.abs(x) > 1e-3)),
+        "run_time": float(np.asarray(res.epoch_time)[-1]),
+        "wall_time": wall,
+        "ifo_over_n": float(ifo[-1]) / n,
+        "curve_ifo": ifo / n,
+        "curve_loss": loss,
+        "feasibility": float(np.asarray(res.history.feasibility)[-1]),
+        "params": x,
+    }
+
+
+def _print_table(results, entries):
+    header = (f"{'method':10s} {'loss F':>10s} {'expl. var.':>10s} {'nonzeros':>9s} "
+              f"{'time (s)':>9s} {'IFO/n':>7s} {'||X^T X - I||':>14s}")
+    print(header)
+    print("-" * len(header))
+    for name, s in results.items():
+        print(f"{name:10s} {s['loss']:10.4f} {s['explained_variance']:10.4f} "
+              f"{s['nonzeros']:9d} {s['run_time']:9.2f} {s['ifo_over_n']:7.2f} "
+              f"{s['feasibility']:14.1e}")
+    print("(explained variance: tr(X^T A A^T X) / tr(X X^T) / ||A||_F^2; nonzeros: |X_ij| > "
+          "1e-3 of", entries, "; time: run time after compilation)")
+
+
 def run(n=20000, r=10, mu=0.2, budget=4.0, q=100, batch_size=100, seed=0, out_dir=".",
         plot=True, methods=None, json_path=None):
     """Runs the demonstration and returns ``{method: summary dict}``.
@@ -92,42 +135,12 @@ def run(n=20000, r=10, mu=0.2, budget=4.0, q=100, batch_size=100, seed=0, out_di
     results = {}
     methods = _methods(reg, q) if methods is None else methods
     for name, (opt, spb) in methods.items():
-        if spb:  # whole blocks within the budget, a curve point every tenth of a block
-            blocks = max(1, int(budget * n // block_cost(q, batch_size, n)))
-            steps = _points_step(q)
-            epochs = blocks * (q // steps)
-        else:  # passes over the data
-            steps = n // batch_size
-            epochs = max(1, int(budget * n // (steps * batch_size)))
+        epochs, steps = _schedule(spb, n, budget, q, batch_size)
         start = time.perf_counter()
         res = rproxjax.fit(opt, problems.spca_loss, x0, data, key=jax.random.key(seed + 1),
                            batch_size=batch_size, num_epochs=epochs, steps_per_epoch=steps)
-        wall = time.perf_counter() - start
-        # NumPy from here: indexing a JAX array eagerly compiles a program per shape
-        x, loss, ifo = (np.asarray(a) for a in (res.params, res.epoch_loss, res.epoch_ifo))
-        proj = data_np @ x
-        results[name] = {
-            "loss": float(loss[-1]),
-            "explained_variance": float(np.sum(proj * proj) / np.sum(x * x)) / total_var,
-            "nonzeros": int(np.sum(np.abs(x) > 1e-3)),
-            "run_time": float(np.asarray(res.epoch_time)[-1]),
-            "wall_time": wall,
-            "ifo_over_n": float(ifo[-1]) / n,
-            "curve_ifo": ifo / n,
-            "curve_loss": loss,
-            "feasibility": float(np.asarray(res.history.feasibility)[-1]),
-            "params": x,
-        }
-    header = (f"{'method':10s} {'loss F':>10s} {'expl. var.':>10s} {'nonzeros':>9s} "
-              f"{'time (s)':>9s} {'IFO/n':>7s} {'||X^T X - I||':>14s}")
-    print(header)
-    print("-" * len(header))
-    for name, s in results.items():
-        print(f"{name:10s} {s['loss']:10.4f} {s['explained_variance']:10.4f} "
-              f"{s['nonzeros']:9d} {s['run_time']:9.2f} {s['ifo_over_n']:7.2f} "
-              f"{s['feasibility']:14.1e}")
-    print("(explained variance: tr(X^T A A^T X) / tr(X X^T) / ||A||_F^2; nonzeros: |X_ij| > "
-          "1e-3 of", d * r, "; time: run time after compilation)")
+        results[name] = _summary(res, data_np, total_var, time.perf_counter() - start)
+    _print_table(results, d * r)
     if plot:
         _plot(results, pathlib.Path(out_dir), mu, r)
     if json_path is not None:
