@@ -215,29 +215,21 @@ def _demo_section(out_dir, heading="###") -> list[str]:
 
 
 def readme_block(out_dir="results") -> list[str]:
-    """The README's generated block: the demonstration's table and the outcome counts of
-    the complete results files in ``out_dir`` (recomputed from their units), with the
-    commits and the staleness of the files."""
-    rows, made, stale = [], set(), []
+    """The README's generated block: the demonstration's table and one line on the complete
+    results files in ``out_dir``: their commits and which are stale (the claim counts are
+    in ``results/README.md``)."""
+    made, stale = set(), []
     for name, result in _complete(out_dir):
-        result["summary"] = summarize(result)
-        t = _claims.tally(result["summary"]["claims"])
-        rows.append(f"| `{name}` | {_count(t, 'paper')} | {_count(t, 'panel')} | "
-                    f"{t['check']['pass']}/{t['check']['total']} pass | {t['foregone']} |")
         made.add(_made(result))
         if staleness(result) is not None or _missing_settings(name, result):
             stale.append(f"`{name}`")
     lines = [README_BEGIN, "", *_demo_section(out_dir)]
-    if rows:
-        lines += ["### The paper's claims", "",
-                  "Counted as `results/README.md` says (a win only by more than the "
-                  "seed-to-seed spread; a pass only with a win on every seed). Computed with "
+    if made:
+        lines += ["The paper's claims, counted per configuration: "
+                  "[results/README.md](results/README.md), computed with "
                   + ", ".join(sorted(made)) + "."
-                  + (f" **Stale** (made with other solver defaults or an earlier protocol): "
-                     f"{', '.join(stale)}." if stale else ""), "",
-                  "| configuration | the paper's claims: pass / tie / mixed / FAIL | the "
-                  "project's panels | the project's checks | foregone |",
-                  "|---|---|---|---|---|", *rows, ""]
+                  + (f" **Stale** (other solver defaults or an earlier protocol; to be "
+                     f"rerun): {', '.join(stale)}." if stale else ""), ""]
     return [*lines, README_END]
 
 
