@@ -47,10 +47,19 @@ def test_rmc_steps_are_chosen_on_tuning_seeds_only(result):
     assert len(seeds) >= 2 and tuning and not set(seeds) & set(tuning)
     assert {k.split("=")[-1] for k in units if k.startswith("tune/")} == {str(s) for s in tuning}
     assert {k.split("=")[-1] for k in units if k.startswith("run/")} == {str(s) for s in seeds}
-    grid_eta, grid_scale = np.meshgrid(cfg["etas"], cfg["step_scales"])
+    final = units["tuning_grid"]
+    last = len(final["rounds"]) - 1
+    assert 1 <= len(final["rounds"]) <= cfg["max_extensions"] + 1
+    assert (final["rounds"][0]["etas"], final["rounds"][0]["step_scales"]) == (
+        cfg["etas"], cfg["step_scales"])
+    grid_eta, grid_scale = np.meshgrid(final["etas"], final["step_scales"])
     for method in METHODS:
-        # the least mean F over the tuning seeds, recomputed from their grids
-        mean = np.mean([units[f"tune/{method}/seed={s}"]["grid_F"] for s in tuning], axis=0)
+        # the least mean F over the tuning seeds on the last grid, recomputed from its runs
+        tuned = [units[f"tune/{method}/seed={s}" if last == 0 else
+                       f"tune/{method}/extension={last}/seed={s}"] for s in tuning]
+        assert all((u["etas"], u["step_scales"]) == (final["etas"], final["step_scales"])
+                   for u in tuned)
+        mean = np.mean([u["grid_F"] for u in tuned], axis=0)
         k = int(np.nanargmin(mean))
         for seed in seeds:
             run = units[f"run/{method}/seed={seed}"]
@@ -64,6 +73,46 @@ def test_rmc_steps_are_chosen_on_tuning_seeds_only(result):
                                       tuning_seeds=(cfg["seeds"][0],))
     with pytest.raises(ValueError, match="disjoint"):
         _rmc.run("rmc-video", overlapping, "/nonexistent", progress=False)
+
+
+def test_rmc_grid_extends_past_the_edges_chosen():
+    # a choice at the top of a descending eta axis adds a point above it, at the edge's ratio
+    assert _rmc.extend_axis((2.0, 1.0, 0.5, 0.1, 0.01), [0]) == (4.0, 2.0, 1.0, 0.5, 0.1, 0.01)
+    assert _rmc.extend_axis((2.0, 1.0, 0.5, 0.1, 0.01), [4, 2]) == (
+        2.0, 1.0, 0.5, 0.1, 0.01, 0.001)
+    assert _rmc.extend_axis((0.03, 0.1, 0.3, 1.0), [0, 3]) == (0.009, 0.03, 0.1, 0.3, 1.0, 3.33)
+    assert _rmc.extend_axis((0.03, 0.1, 0.3, 1.0), [1, 2]) == (0.03, 0.1, 0.3, 1.0)  # inside
+    assert _rmc.extend_axis((0.3,), [0]) == (0.3,)  # one point: a fixed value
+
+
+def test_rmc_tuning_widens_the_grid_until_the_choices_are_inside(monkeypatch, tmp_path):
+    # a synthetic F per grid point, least at eta = 8, S scale 0.1: the grid must widen twice
+    calls = []
+
+    def fake_grid(method, prob, u0, seed, cfg, median=None):
+        eta, scale = _rmc.step_grid(cfg)
+        calls.append((method, seed, eta.size))
+        return {"grid_F": (np.log2(eta) - 3.0) ** 2 + np.log10(scale / 0.1) ** 2}
+
+    monkeypatch.setattr(_rmc, "run_grid", fake_grid)
+    monkeypatch.setattr(_rmc, "video_problem", lambda cfg, seed: (None, None))
+    cfg = dataclasses.replace(experiments.get_config("rmc-video", "tiny"),
+                              etas=(2.0, 1.0, 0.5), step_scales=(0.1, 0.3),
+                              max_extensions=3)
+    store = _rmc.Store(str(tmp_path), "rmc-fake", dataclasses.asdict(cfg))
+    final, chosen = _rmc.tune(store, "rmc-fake", cfg, progress=False)
+    assert final.etas == (16.0, 8.0, 4.0, 2.0, 1.0, 0.5)  # 8 inside, one point past it
+    assert final.step_scales == (0.0333, 0.1, 0.3)
+    eta, scale = _rmc.step_grid(final)
+    assert all((eta[k], scale[k]) == (8.0, 0.1) for k in chosen.values())
+    grid = store.get("tuning_grid")
+    assert len(grid["rounds"]) == 4 and not grid["chosen_at_edge"]
+    # with fewer extensions allowed, the result says the choice is still on an edge
+    store = _rmc.Store(str(tmp_path), "rmc-fake-1", dataclasses.asdict(cfg))
+    short = dataclasses.replace(cfg, max_extensions=1)
+    final, _ = _rmc.tune(store, "rmc-fake-1", short, progress=False)
+    assert final.etas == (4.0, 2.0, 1.0, 0.5) and store.get("tuning_grid")["chosen_at_edge"]
+    assert "still lies on an edge" in _rmc_report.tuning_sentence(store.get("tuning_grid"))
 
 
 def test_rmc_choose_step_skips_diverged_points():
@@ -195,10 +244,11 @@ def test_rmc_reference_and_curves_are_on_the_plot(result):
 def test_rmc_section_shows_the_step_grid(result):
     lines = _rmc_report.section(result)
     grid = result["summary"]["step_grid"]
-    cfg = result["config"]
-    assert len(grid) == len(cfg["etas"]) * len(cfg["step_scales"])
+    cfg, final = result["config"], result["units"]["tuning_grid"]
+    assert len(grid) == len(final["etas"]) * len(final["step_scales"])
     rows = [ln for ln in lines if ln.startswith("| ") and "%" in ln]
     assert len(rows) == len(grid)
+    assert any(ln.startswith("Tuning grids") for ln in lines)
     for point in grid:  # the wins are R-ProxSGD's paired wins at that step
         k = grid.index(point)
         wins = sum(result["units"][f"grid/R-ProxSGD/seed={s}"]["grid_F"][k]

@@ -64,14 +64,15 @@ def _committed(name):
 
 
 #: Results files the reproduction rerun has not regenerated yet (v2 files, made before the
-#: solver defaults were recorded): strict xfails, so that each fails here once it is
-#: regenerated and must leave this set.
+#: solver defaults were recorded; rmc-video.json, made before its tuning widened the step
+#: grid at its edges): strict xfails, so that each fails here once it is regenerated and
+#: must leave this set.
 PENDING = {"spca-fashion-r10.json", "spca-mnist-r15.json", "spca-fashion-r15.json",
-           "peers-mnist.json", "peers-fashion.json"}
+           "peers-mnist.json", "peers-fashion.json", "rmc-video.json"}
 
 
 def _pending(name):
-    mark = pytest.mark.xfail(strict=True, reason="a v2 file the rerun has not regenerated yet")
+    mark = pytest.mark.xfail(strict=True, reason="a file the rerun has not regenerated yet")
     return pytest.param(name, marks=mark) if name in PENDING else name
 
 

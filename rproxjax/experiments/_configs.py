@@ -176,6 +176,9 @@ class RMCConfig:
       etas: step grid, in units of 1/|Omega| (the paper: 10^-j / |Omega|, j = 0..4; here
         extended past its edge, where every method's best was).
       step_scales: the S block's step relative to U's, in units of |Omega|.
+      max_extensions: how many times tuning may widen the grid (``etas`` x ``step_scales``)
+        past an edge that a method's choice lies on (one point past it, at the ratio of the
+        two outermost points; every method is then tuned again on the wider grid).
       seeds: the reported seeds, one run per seed and method (mask, outliers, sampling).
       tuning_seeds: the seeds on which each method's step is chosen (its least mean final F
         over them), disjoint from ``seeds``.
@@ -199,6 +202,7 @@ class RMCConfig:
     # its edge, eta = 1, so the grid extends to 2 and 0.5; the S scales bracket the best ones.
     etas: tuple = (2.0, 1.0, 0.5, 1e-1, 1e-2)
     step_scales: tuple = (0.03, 0.1, 0.3, 1.0)
+    max_extensions: int = 3
     seeds: tuple = (0, 1, 2, 3, 4)
     tuning_seeds: tuple = (100, 101)
     points_per_pass: int = 5
@@ -237,7 +241,8 @@ _TINY = {
                   sklearn_penalties=(1.0,), seeds=(0, 1),
                   tuning_seeds=(100,)),
     "rmc": dict(n_frames=12, frame_step=10, rows=(20, 44, 3), cols=(30, 62, 3),
-                etas=(1.0, 0.1), step_scales=(0.3,), seeds=(0, 1), tuning_seeds=(5,),
+                etas=(1.0, 0.1), step_scales=(0.3,), max_extensions=1, seeds=(0, 1),
+                tuning_seeds=(5,),
                 points_per_pass=2, reference_epochs=40),
 }
 

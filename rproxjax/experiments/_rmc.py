@@ -15,8 +15,9 @@ the grid ``etas`` times the S-block scales ``step_scales`` (the S block's step r
 U's, in units of |Omega|: S has one coordinate per observed entry, with curvature 1 instead
 of |Omega|). Each method's grid point is chosen once, by its mean final objective F over the
 ``tuning_seeds`` (other masks, outliers and samples, disjoint from the reported ``seeds``),
-and then run on every reported seed. Each grid runs as one vmapped, compiled program per
-method and seed.
+and then run on every reported seed. Where a choice lies on an edge of the grid, the grid
+widens past that edge and every method is tuned again (:func:`tune`). Each grid runs as one
+vmapped, compiled program per method and seed.
 
 Reported, per method and seed, at the chosen step: F and the relative error
 ||U V - b 1^T||_F / ||b 1^T||_F of the background against the per-pixel temporal median b
@@ -173,6 +174,60 @@ def run_grid(method, prob, u0, seed, cfg, median=None) -> dict:
     return out
 
 
+def extend_axis(values, used) -> tuple:
+    """``values`` (a step grid's axis, in its order) with one point added past each edge that a
+    method chose (``used``: the chosen indices), at the ratio of the two outermost points on
+    that side. A one-point axis is a fixed value, never extended."""
+    values = tuple(float(v) for v in values)
+    if len(values) < 2:
+        return values
+    rising = values[-1] > values[0]
+    ordered = sorted(values)
+    added = []
+    if any(values[k] == ordered[0] for k in used):
+        added.append(float(f"{ordered[0] ** 2 / ordered[1]:.3g}"))
+    if any(values[k] == ordered[-1] for k in used):
+        added.append(float(f"{ordered[-1] ** 2 / ordered[-2]:.3g}"))
+    return tuple(sorted(set(values) | set(added), reverse=not rising))
+
+
+def tune(store, name, cfg, progress) -> tuple:
+    """Each method's step on the tuning seeds: (the configuration with the final step grid,
+    {method: chosen grid index}). The grid starts at ``cfg.etas`` x ``cfg.step_scales``; while
+    a method's choice lies on an edge of an axis, that axis extends past the edge (at most
+    ``cfg.max_extensions`` times) and every method is tuned again on the wider grid. The
+    grids tried, and whether a choice still lies on an edge, are saved as ``tuning_grid``."""
+    rounds = []
+    for extension in range(cfg.max_extensions + 1):
+        grid_eta, grid_scale = step_grid(cfg)
+        fs = {}
+        for seed in cfg.tuning_seeds:
+            prob, u0 = video_problem(cfg, seed)[:2]
+            for method in METHODS:
+                key = (f"tune/{method}/seed={seed}" if extension == 0 else
+                       f"tune/{method}/extension={extension}/seed={seed}")
+                if not store.has(key):
+                    say(progress, f"{name}: tuning seed {seed}, {method}, grid of "
+                                  f"{grid_eta.size} (etas {list(cfg.etas)}, S scales "
+                                  f"{list(cfg.step_scales)})")
+                    store.put(key, run_grid(method, prob, u0, seed, cfg)
+                              | {"etas": list(cfg.etas), "step_scales": list(cfg.step_scales)})
+                fs.setdefault(method, []).append(store.get(key)["grid_F"])
+        chosen = {m: choose_step(fs[m]) for m in METHODS}
+        n_eta = len(cfg.etas)
+        etas = extend_axis(cfg.etas, [k % n_eta for k in chosen.values()])
+        scales = extend_axis(cfg.step_scales, [k // n_eta for k in chosen.values()])
+        at_edge = (etas, scales) != (tuple(cfg.etas), tuple(cfg.step_scales))
+        rounds.append({"etas": list(cfg.etas), "step_scales": list(cfg.step_scales),
+                       "chosen": chosen})
+        if not at_edge or extension == cfg.max_extensions:
+            break
+        cfg = dataclasses.replace(cfg, etas=etas, step_scales=scales)
+    store.put("tuning_grid", {"etas": list(cfg.etas), "step_scales": list(cfg.step_scales),
+                              "rounds": rounds, "chosen_at_edge": at_edge})
+    return cfg, chosen
+
+
 def choose_step(grid_fs) -> int:
     """The grid point of least mean final F over the tuning seeds (rows of ``grid_fs``); a
     point that diverged (non-finite F) on any tuning seed is never chosen."""
@@ -234,15 +289,7 @@ def run(name, cfg, out_dir, *, force=False, progress=True) -> dict:
                          f"seeds {cfg.seeds}.")
     store = Store(out_dir, name, dataclasses.asdict(cfg), force=force)
     check_dtype(cfg.dtype)
-    grid_eta, grid_scale = step_grid(cfg)
-    for seed in cfg.tuning_seeds:
-        prob, u0 = video_problem(cfg, seed)[:2]
-        for method in METHODS:
-            if not store.has(f"tune/{method}/seed={seed}"):
-                say(progress, f"{name}: tuning seed {seed}, {method}, grid of {grid_eta.size}")
-                store.put(f"tune/{method}/seed={seed}", run_grid(method, prob, u0, seed, cfg))
-    chosen = {m: choose_step([store.get(f"tune/{m}/seed={s}")["grid_F"]
-                              for s in cfg.tuning_seeds]) for m in METHODS}
+    cfg, chosen = tune(store, name, cfg, progress)
     for seed in cfg.seeds:
         _reported_seed(store, name, cfg, seed, chosen, progress)
     return store.finish(summarize(store.data))
@@ -380,7 +427,8 @@ def step_grid_summary(units, cfg) -> list[dict]:
     seeds = cfg["seeds"]
     grid = {m: np.asarray([units[f"grid/{m}/seed={s}"]["grid_F"] for s in seeds], float)
             for m in METHODS}
-    etas, scales = np.meshgrid(cfg["etas"], cfg["step_scales"])
+    final = units.get("tuning_grid", cfg)  # results of an earlier protocol: no extensions
+    etas, scales = np.meshgrid(final["etas"], final["step_scales"])
     rows = []
     for k, (e, sc) in enumerate(zip(etas.ravel(), scales.ravel(), strict=True)):
         sgd, sub = grid["R-ProxSGD"][:, k], grid["R-Subgrad"][:, k]
@@ -440,4 +488,5 @@ def summarize(data: dict) -> dict:
             "curves": {m: curve_summary([units[f"run/{m}/seed={s}"] for s in seeds])
                        for m in METHODS},
             "paired_gap": paired_gap(units, seeds),
-            "step_grid": step_grid_summary(units, cfg), "claims": claims(by, ref, seeds)}
+            "step_grid": step_grid_summary(units, cfg), "tuning_grid": units.get("tuning_grid"),
+            "claims": claims(by, ref, seeds)}

@@ -58,7 +58,23 @@ def step_grid_lines(summary) -> list[str]:
         lines.append(f"| {point['eta']:g} | {point['step_scale']:g} | " + " | ".join(cells)
                      + f" | {point['sgd_wins']}/{seeds} | {100 * point['sgd_gap']:+.2f}% |")
     f0 = summary["curves"]["R-Subgrad"]["F"]["median"][0]
-    return lines + ["", chosen_gap(summary) + " " + gap_against_grid(grid, seeds, f0)]
+    return lines + ["", tuning_sentence(summary.get("tuning_grid")), "",
+                    chosen_gap(summary) + " " + gap_against_grid(grid, seeds, f0)]
+
+
+def tuning_sentence(tuning) -> str:
+    """One sentence: the tuning grids tried (widened where a choice lay on an edge) and
+    whether every final choice is inside the final grid."""
+    if tuning is None:
+        return ("Tuning: one grid, not widened at its edges (results of an earlier "
+                "protocol).")
+    rounds = tuning["rounds"]
+    grids = "; then ".join(f"etas {r['etas']} x S scales {r['step_scales']}" for r in rounds)
+    end = ("**a method's choice still lies on an edge of the last grid** (the extensions "
+           "ran out): its best step may lie outside it" if tuning["chosen_at_edge"] else
+           "every method's choice lies inside the last grid")
+    return (f"Tuning grids (mean final F over the tuning seeds; widened past an edge that a "
+            f"choice lay on): {grids}; {end}.")
 
 
 def chosen_gap(summary) -> str:
