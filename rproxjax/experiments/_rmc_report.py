@@ -113,10 +113,11 @@ def figures(result: dict) -> dict:
     """Top: original frame, observed frame, temporal median, each method's background
     (first seed). Bottom: F and the background error against IFO / |Omega|, median and
     band (min to max) over the reported seeds, with the converged reference; R-ProxSGD's
-    relative gap to R-Subgrad in both, paired by seed."""
+    relative gap to R-Subgrad in both, paired by seed. Below each: its last pass, on a
+    linear axis around the final values."""
     panels = _image_panels(result)
-    fig = figure(figsize=(2.6 * len(panels), 6.4))
-    grid = fig.add_gridspec(2, len(panels), height_ratios=(1.0, 1.25))
+    fig = figure(figsize=(2.6 * len(panels), 9.2))
+    grid = fig.add_gridspec(3, len(panels), height_ratios=(1.0, 1.25, 1.0))
     for i, (title, img) in enumerate(panels):
         ax = fig.add_subplot(grid[0, i])
         img = np.asarray(img, dtype=float).reshape(tuple(result["units"]["images"]["shape"]))
@@ -124,11 +125,15 @@ def figures(result: dict) -> dict:
         ax.set_title(title, fontsize=8)
         ax.axis("off")
     third = len(panels) // 3
+    axes = []
     for i, (field, label) in enumerate((("F", "objective F"),
                                         ("error", "background error vs temporal median"))):
-        _curve_axes(fig.add_subplot(grid[1, i * third:(i + 1) * third]), result["summary"],
-                    field, label)
-    _gap_axes(fig.add_subplot(grid[1, 2 * third:]), result["summary"]["paired_gap"])
+        axes.append(fig.add_subplot(grid[1, i * third:(i + 1) * third]))
+        _curve_axes(axes[-1], result["summary"], field, label)
+    axes.append(fig.add_subplot(grid[1, 2 * third:]))
+    _gap_axes(axes[-1], result["summary"]["paired_gap"])
+    for i, ax in enumerate(axes):  # below each: its last pass, on a linear axis
+        _last_pass(ax, fig.add_subplot(grid[2, i * third:(i + 1) * third]))
     fig.suptitle(f"Background estimation, {VIDEO}; budget {result['config']['budget']:g} "
                  f"|Omega| stochastic gradients; {len(result['summary']['seeds'])} seeds",
                  fontsize=9)
@@ -166,6 +171,34 @@ def _curve_axes(ax, summary, field, label):
     ax.set_ylabel(label)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
+
+
+def _last_pass(ax, zoom):
+    """``ax``'s curves and bands over the last pass (IFO / |Omega| from the budget less 1) on
+    a linear axis whose range is set by where they end: the end-of-budget differences that
+    decide the verdicts, which the whole run's range hides."""
+    curves = [ln for ln in ax.get_lines() if len(ln.get_xdata()) > 2]
+    end = max(float(np.max(ln.get_xdata())) for ln in curves)
+    start = end - 1.0 - 1e-9
+    finals = []
+    for band, line in zip(ax.collections, curves, strict=True):
+        x, y = (np.asarray(a, float) for a in (line.get_xdata(), line.get_ydata()))
+        zoom.plot(x[x >= start], y[x >= start], marker="o", ms=3, color=line.get_color(),
+                  label=line.get_label())
+        edge = band.get_paths()[0].vertices
+        edge = edge[edge[:, 0] >= start]
+        zoom.fill(edge[:, 0], edge[:, 1], color=line.get_color(), alpha=0.25, lw=0)
+        finals += [y[-1], *edge[np.isclose(edge[:, 0], x[-1]), 1]]
+    low, high = min(finals), max(finals)
+    pad = 0.5 * (high - low) or 0.01 * abs(high) or 1.0
+    zoom.set_ylim(low - pad, high + pad)
+    zoom.set_xlim(end - 1.0, end)
+    if low - pad < 0.0 < high + pad:
+        zoom.axhline(0.0, color="k", lw=0.8)
+    zoom.set_xlabel("IFO / |Omega| (the last pass; linear axis around the final values)")
+    zoom.set_title(f"{ax.get_ylabel()}: the end of the budget", fontsize=8)
+    zoom.grid(alpha=0.3)
+    zoom.legend(fontsize=7)
 
 
 def _gap_axes(ax, gap):
