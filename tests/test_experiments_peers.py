@@ -1,12 +1,14 @@
 """The peers comparison (Table added_exp): its helpers, and the experiment end to end at its
 tiny size (seeds, tuning on disjoint seeds, the single-point comparison, budgets, claims)."""
 
+import dataclasses
 import math
 
 import jax
 import numpy as np
 import pytest
 
+from rproxjax import experiments
 from rproxjax.experiments import _configs, _peers_table
 from tests.experiment_checks import check_file, run_tiny
 
@@ -49,6 +51,23 @@ def test_single_point_verdicts_are_counted_over_seeds():
     assert spams["per_seed"] == ["win", "loss", "loss"] and spams["wins"] == 1
     assert not spams["pass"] and "185 / 0.0179" in spams["numbers"]
     assert sklearn["kind"] == "check" and sklearn["per_seed"] == ["win", "win", "loss"]
+
+
+def test_eta_grid_widens_past_the_edge_chosen(monkeypatch):
+    # a synthetic final F per lane, least at eta = 4: the grid (0.05 ... 1) widens to 8
+    def fake_lanes(program, data, lanes):
+        return [{"eta": float(e), "penalty": mu, "seed": s, "loss": (np.log2(e) - 2.0) ** 2,
+                 "nonzeros_normalized": 1.0, "explained_variance": 0.1} for e, mu, s in lanes]
+
+    monkeypatch.setattr(_peers_table, "_lanes", fake_lanes)
+    cfg = experiments.get_config("peers-mnist")
+    rows = _peers_table._eta_grid(cfg, None, None, 0.3, False, "x")
+    assert sorted({r["eta"] for r in rows}) == [0.05, 0.1, 0.5, 1.0, 2.0, 4.0, 8.0]
+    assert len(rows) == 7 * len(cfg.tuning_seeds)  # every eta run once per tuning seed
+    assert _peers_table._tuning_point(rows, 0.3)["eta"] == 4.0
+    short = dataclasses.replace(cfg, max_extensions=1)  # stops at the limit, on the edge
+    rows = _peers_table._eta_grid(short, None, None, 0.3, False, "x")
+    assert max(r["eta"] for r in rows) == _peers_table._tuning_point(rows, 0.3)["eta"] == 2.0
 
 
 def test_tuning_seeds_must_be_disjoint():
@@ -110,8 +129,12 @@ def _check_tuning(result):
     tuning = summary["tuning"]
     for point in tuning["points"]:
         rows = result["units"][f"tune/R-ProxSPB/mu={point['mu']!r}"]
-        mean_f = {e: np.mean([r["loss"] for r in rows if r["eta"] == e]) for e in cfg["etas"]}
+        etas = sorted({r["eta"] for r in rows})
+        assert set(cfg["etas"]) <= set(etas)  # the grid, and any points past its edges
+        mean_f = {e: np.mean([r["loss"] for r in rows if r["eta"] == e]) for e in etas}
         assert point["eta"] == min(mean_f, key=mean_f.get)
+        if point["eta"] in (etas[0], etas[-1]):  # on an edge only once the widening ran out
+            assert len(etas) == len(cfg["etas"]) + cfg["max_extensions"]
     op = tuning["operating_point"]
     dist = [abs(math.log(max(p["nonzeros"], 0.5) / cfg["target_nonzeros"]))
             for p in tuning["points"]]

@@ -103,6 +103,8 @@ class PeersConfig:
       iterations: R-ProxSPB iterations (the paper: 1000, batch size 100).
       etas: R-ProxSPB's step grid (the upper part of the paper's grid), chosen per mu by the
         mean final F over the tuning seeds.
+      max_extensions: how many times the eta grid of a mu may widen past an edge that its
+        choice lies on (one point past it, at the ratio of the two outermost points).
       mus: R-ProxSPB's l1 weights (its front).
       target_nonzeros: the paper's operating point (its Table: 18 nonzeros on mnist, 22 on
         coil100).
@@ -129,6 +131,7 @@ class PeersConfig:
     gamma: float = 0.1
     ssn_tol: float = 1e-6
     etas: tuple = (0.05, 0.1, 0.5, 1.0)
+    max_extensions: int = 3
     mus: tuple = (0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 1.0)
     target_nonzeros: int = 20
     bisection_steps: int = 4
@@ -236,6 +239,7 @@ _TINY = {
                  tuning_seeds=(100, 101), mu_fractions=(0.5,), gammas=(0.1, 1.0)),
     # budget 2 (200 + 49 * 40) = 21.6 n: room for MiniBatchSparsePCA's 17 n of overheads
     "peers": dict(n=200, r=2, iterations=100, batch_size=20, q=50, etas=(0.1, 1.0),
+                  max_extensions=1,
                   mus=(0.05, 0.3, 1.0), target_nonzeros=4, bisection_steps=1,
                   spams_penalties=(0.0, 2.0), spams_lambda2s=(0.1, 1.0),
                   sklearn_penalties=(1.0,), seeds=(0, 1),

@@ -12,11 +12,12 @@ batch size and the same number of gradient oracles", and reports one point per m
 * Seeds: every run is repeated on the reported ``seeds`` (R-ProxSPB: X0 and the sampling;
   SPAMS: the column order and initial dictionary; MiniBatchSparsePCA: ``random_state``).
   Every choice is made on the disjoint ``tuning_seeds``: R-ProxSPB's eta for each mu (the
-  lowest mean final F over the tuning seeds, from ``etas``), its operating point (the mu
-  whose median nonzeros over the tuning seeds is nearest ``target_nonzeros``: the grid
-  ``mus``, then ``bisection_steps`` geometric bisections of the bracketing interval), and
-  each peer's matched penalty (its median explained variance nearest R-ProxSPB's at the
-  operating point, on the tuning seeds; medians, as one seed can stay far denser).
+  lowest mean final F over the tuning seeds, from ``etas``, widened past an edge that the
+  choice lies on), its operating point (the mu whose median nonzeros over the tuning seeds
+  is nearest ``target_nonzeros``: the grid ``mus``, then ``bisection_steps`` geometric
+  bisections of the bracketing interval), and each peer's matched penalty (its median
+  explained variance nearest R-ProxSPB's at the operating point, on the tuning seeds;
+  medians, as one seed can stay far denser).
 * SPAMS runs over the grid of its two parameters, ``spams_penalties`` (gamma1) times
   ``spams_lambda2s`` (the codes' ridge weight); MiniBatchSparsePCA over ``sklearn_penalties``.
 * The paper's single-point comparison: R-ProxSPB at the operating point against each peer at
@@ -42,6 +43,7 @@ import numpy as np
 import rproxjax
 from rproxjax import problems
 from rproxjax.experiments import _claims
+from rproxjax.experiments._grid import extend_axis
 from rproxjax.experiments._spca import load_data
 from rproxjax.experiments._store import Store, check_dtype, say
 
@@ -118,12 +120,28 @@ def _timed(cfg, data, eta, mu, seed) -> dict:
             **loadings_metrics(x, np.asarray(data))}
 
 
+def _eta_grid(cfg, program, data, mu, progress, name) -> list[dict]:
+    """The tuning runs at ``mu`` (a row per eta and tuning seed): ``cfg.etas``, widened past
+    an edge while the chosen eta lies on it (at most ``cfg.max_extensions`` times)."""
+    etas, rows = tuple(cfg.etas), []
+    for _ in range(cfg.max_extensions + 1):
+        new = [e for e in etas if e not in {r["eta"] for r in rows}]
+        say(progress, f"{name}: tuning R-ProxSPB at mu = {mu:.6g} (etas {new} x "
+                      f"{len(cfg.tuning_seeds)} seeds)")
+        rows += _lanes(program, data, [(e, mu, s) for e in new for s in cfg.tuning_seeds])
+        wider = extend_axis(etas, [etas.index(_tuning_point(rows, mu)["eta"])])
+        if wider == etas:
+            break
+        etas = wider
+    return rows
+
+
 def _tuning_point(rows, mu) -> dict:
     """eta with the lowest mean final F over the tuning seeds at ``mu``, and that eta's
     median nonzeros and median explained variance there."""
     etas = sorted({row["eta"] for row in rows})
     mean_f = {e: float(np.mean([r["loss"] for r in rows if r["eta"] == e])) for e in etas}
-    eta = min(etas, key=lambda e: mean_f[e])
+    eta = min(etas, key=lambda e: mean_f[e] if np.isfinite(mean_f[e]) else np.inf)
     chosen = [r for r in rows if r["eta"] == eta]
     return {"mu": float(mu), "eta": eta, "mean_loss": {str(e): f for e, f in mean_f.items()},
             "nonzeros": float(np.median([r["nonzeros_normalized"] for r in chosen])),
@@ -150,10 +168,7 @@ def _tune(store, cfg, program, data, progress, name) -> dict:
     def evaluate(mu):
         key = f"tune/R-ProxSPB/mu={mu!r}"
         if not store.has(key):
-            say(progress, f"{name}: tuning R-ProxSPB at mu = {mu:.6g} "
-                          f"({len(cfg.etas)} etas x {len(cfg.tuning_seeds)} seeds)")
-            store.put(key, _lanes(program, data, [(e, mu, s) for e in cfg.etas
-                                                  for s in cfg.tuning_seeds]))
+            store.put(key, _eta_grid(cfg, program, data, mu, progress, name))
         return _tuning_point(store.get(key), mu)
 
     grid = [evaluate(float(mu)) for mu in cfg.mus]

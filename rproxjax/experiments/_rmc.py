@@ -50,6 +50,7 @@ from rproxjax._linalg import mm
 from rproxjax._tasks.rmc import spb_blocks as _task_spb_blocks
 from rproxjax.datasets import load_video_frames, video_matrix
 from rproxjax.experiments import _claims
+from rproxjax.experiments._grid import extend_axis
 from rproxjax.experiments._store import Store, check_dtype, say
 
 METHODS = ("R-ProxSPB", "R-ProxSGD", "R-Subgrad")
@@ -172,23 +173,6 @@ def run_grid(method, prob, u0, seed, cfg, median=None) -> dict:
             jax.tree.map(lambda a, k=k: a[k], params), prob), median)
             for k in range(grid_eta.size)]
     return out
-
-
-def extend_axis(values, used) -> tuple:
-    """``values`` (a step grid's axis, in its order) with one point added past each edge that a
-    method chose (``used``: the chosen indices), at the ratio of the two outermost points on
-    that side. A one-point axis is a fixed value, never extended."""
-    values = tuple(float(v) for v in values)
-    if len(values) < 2:
-        return values
-    rising = values[-1] > values[0]
-    ordered = sorted(values)
-    added = []
-    if any(values[k] == ordered[0] for k in used):
-        added.append(float(f"{ordered[0] ** 2 / ordered[1]:.3g}"))
-    if any(values[k] == ordered[-1] for k in used):
-        added.append(float(f"{ordered[-1] ** 2 / ordered[-2]:.3g}"))
-    return tuple(sorted(set(values) | set(added), reverse=not rising))
 
 
 def tune(store, name, cfg, progress) -> tuple:
