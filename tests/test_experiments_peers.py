@@ -53,20 +53,19 @@ def test_single_point_verdicts_are_counted_over_seeds():
     assert sklearn["kind"] == "check" and sklearn["per_seed"] == ["win", "win", "loss"]
 
 
-def test_eta_grid_widens_past_the_edge_chosen(monkeypatch):
+def test_eta_grid_widens_past_the_edge_chosen():
     # a synthetic final F per lane, least at eta = 4: the grid (0.05 ... 1) widens to 8
-    def fake_lanes(program, data, lanes):
+    def fake_lanes(lanes):
         return [{"eta": float(e), "penalty": mu, "seed": s, "loss": (np.log2(e) - 2.0) ** 2,
                  "nonzeros_normalized": 1.0, "explained_variance": 0.1} for e, mu, s in lanes]
 
-    monkeypatch.setattr(_peers_table, "_lanes", fake_lanes)
     cfg = experiments.get_config("peers-mnist")
-    rows = _peers_table._eta_grid(cfg, None, None, 0.3, False, "x")
+    rows = _peers_table._eta_grid(cfg, fake_lanes, 0.3, False, "x")
     assert sorted({r["eta"] for r in rows}) == [0.05, 0.1, 0.5, 1.0, 2.0, 4.0, 8.0]
     assert len(rows) == 7 * len(cfg.tuning_seeds)  # every eta run once per tuning seed
     assert _peers_table._tuning_point(rows, 0.3)["eta"] == 4.0
     short = dataclasses.replace(cfg, max_extensions=1)  # stops at the limit, on the edge
-    rows = _peers_table._eta_grid(short, None, None, 0.3, False, "x")
+    rows = _peers_table._eta_grid(short, fake_lanes, 0.3, False, "x")
     assert max(r["eta"] for r in rows) == _peers_table._tuning_point(rows, 0.3)["eta"] == 2.0
 
 

@@ -120,15 +120,16 @@ def _timed(cfg, data, eta, mu, seed) -> dict:
             **loadings_metrics(x, np.asarray(data))}
 
 
-def _eta_grid(cfg, program, data, mu, progress, name) -> list[dict]:
+def _eta_grid(cfg, run_lanes, mu, progress, name) -> list[dict]:
     """The tuning runs at ``mu`` (a row per eta and tuning seed): ``cfg.etas``, widened past
-    an edge while the chosen eta lies on it (at most ``cfg.max_extensions`` times)."""
+    an edge while the chosen eta lies on it (at most ``cfg.max_extensions`` times).
+    ``run_lanes(lanes)`` runs ``(eta, mu, seed)`` triples, a row each (:func:`_lanes`)."""
     etas, rows = tuple(cfg.etas), []
     for _ in range(cfg.max_extensions + 1):
         new = [e for e in etas if e not in {r["eta"] for r in rows}]
         say(progress, f"{name}: tuning R-ProxSPB at mu = {mu:.6g} (etas {new} x "
                       f"{len(cfg.tuning_seeds)} seeds)")
-        rows += _lanes(program, data, [(e, mu, s) for e in new for s in cfg.tuning_seeds])
+        rows += run_lanes([(e, mu, s) for e in new for s in cfg.tuning_seeds])
         wider = extend_axis(etas, [etas.index(_tuning_point(rows, mu)["eta"])])
         if wider == etas:
             break
@@ -168,7 +169,8 @@ def _tune(store, cfg, program, data, progress, name) -> dict:
     def evaluate(mu):
         key = f"tune/R-ProxSPB/mu={mu!r}"
         if not store.has(key):
-            store.put(key, _eta_grid(cfg, program, data, mu, progress, name))
+            store.put(key, _eta_grid(cfg, lambda lanes: _lanes(program, data, lanes), mu,
+                                     progress, name))
         return _tuning_point(store.get(key), mu)
 
     grid = [evaluate(float(mu)) for mu in cfg.mus]
