@@ -87,15 +87,15 @@ def test_rmc_grid_extends_past_the_edges_chosen():
 
 def test_rmc_tuning_widens_the_grid_until_the_choices_are_inside(tmp_path):
     # a synthetic F per grid point, least at eta = 8, S scale 0.1: the grid must widen twice
-    def fake_grid(method, seed, cfg):
+    def fake_grids(seed, cfg):
         eta, scale = _rmc.step_grid(cfg)
-        return {"grid_F": (np.log2(eta) - 3.0) ** 2 + np.log10(scale / 0.1) ** 2}
+        return lambda method: {"grid_F": (np.log2(eta) - 3.0) ** 2 + np.log10(scale / 0.1) ** 2}
 
     cfg = dataclasses.replace(experiments.get_config("rmc-video", "tiny"),
                               etas=(2.0, 1.0, 0.5), step_scales=(0.1, 0.3),
                               max_extensions=3)
     store = _rmc.Store(str(tmp_path), "rmc-fake", dataclasses.asdict(cfg))
-    final, chosen = _rmc.tune(store, "rmc-fake", cfg, progress=False, grid_run=fake_grid)
+    final, chosen = _rmc.tune(store, "rmc-fake", cfg, progress=False, grid_runs=fake_grids)
     assert final.etas == (16.0, 8.0, 4.0, 2.0, 1.0, 0.5)  # 8 inside, one point past it
     assert final.step_scales == (0.0333, 0.1, 0.3)
     eta, scale = _rmc.step_grid(final)
@@ -105,7 +105,7 @@ def test_rmc_tuning_widens_the_grid_until_the_choices_are_inside(tmp_path):
     # with fewer extensions allowed, the result says the choice is still on an edge
     store = _rmc.Store(str(tmp_path), "rmc-fake-1", dataclasses.asdict(cfg))
     short = dataclasses.replace(cfg, max_extensions=1)
-    final, _ = _rmc.tune(store, "rmc-fake-1", short, progress=False, grid_run=fake_grid)
+    final, _ = _rmc.tune(store, "rmc-fake-1", short, progress=False, grid_runs=fake_grids)
     assert final.etas == (4.0, 2.0, 1.0, 0.5) and store.get("tuning_grid")["chosen_at_edge"]
     assert "still lies on an edge" in _rmc_report.tuning_sentence(store.get("tuning_grid"))
 

@@ -175,32 +175,35 @@ def run_grid(method, prob, u0, seed, cfg, median=None) -> dict:
     return out
 
 
-def _tuning_run(method, seed, cfg) -> dict:
-    """The grid's final F of ``method`` on tuning seed ``seed``."""
+def _tuning_runs(seed, cfg):
+    """``method -> run_grid(method, ...)`` on tuning seed ``seed``'s problem, built once."""
     prob, u0 = video_problem(cfg, seed)[:2]
-    return run_grid(method, prob, u0, seed, cfg)
+    return lambda method: run_grid(method, prob, u0, seed, cfg)
 
 
-def tune(store, name, cfg, progress, grid_run=_tuning_run) -> tuple:
+def tune(store, name, cfg, progress, grid_runs=_tuning_runs) -> tuple:
     """Each method's step on the tuning seeds: (the configuration with the final step grid,
     {method: chosen grid index}). The grid starts at ``cfg.etas`` x ``cfg.step_scales``; while
     a method's choice lies on an edge of an axis, that axis extends past the edge (at most
     ``cfg.max_extensions`` times) and every method is tuned again on the wider grid. The
     grids tried, and whether a choice still lies on an edge, are saved as ``tuning_grid``.
-    ``grid_run(method, seed, cfg)`` runs one grid (default: :func:`run_grid` on the video)."""
+    ``grid_runs(seed, cfg)`` gives ``method -> grid result`` on one tuning seed (default:
+    :func:`run_grid` on the video's problem of that seed, built once per seed and grid)."""
     rounds = []
     for extension in range(cfg.max_extensions + 1):
         grid_eta, grid_scale = step_grid(cfg)
         fs = {}
         for seed in cfg.tuning_seeds:
+            run = None
             for method in METHODS:
                 key = (f"tune/{method}/seed={seed}" if extension == 0 else
                        f"tune/{method}/extension={extension}/seed={seed}")
                 if not store.has(key):
+                    run = run or grid_runs(seed, cfg)
                     say(progress, f"{name}: tuning seed {seed}, {method}, grid of "
                                   f"{grid_eta.size} (etas {list(cfg.etas)}, S scales "
                                   f"{list(cfg.step_scales)})")
-                    store.put(key, grid_run(method, seed, cfg)
+                    store.put(key, run(method)
                               | {"etas": list(cfg.etas), "step_scales": list(cfg.step_scales)})
                 fs.setdefault(method, []).append(store.get(key)["grid_F"])
         chosen = {m: choose_step(fs[m]) for m in METHODS}
