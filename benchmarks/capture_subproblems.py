@@ -371,7 +371,7 @@ def main(argv=None):
 
     provenance = [
         f"file: {args.out.name}, written by benchmarks/capture_subproblems.py on "
-        f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}",
+        f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M UTC}",
         f"command: {command}",
         f"arguments: { {k: _rel(v) for k, v in vars(args).items()} }",
         f"rproxjax: imported from {rp_root}, git commit {git_info(rp_root)}; "

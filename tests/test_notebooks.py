@@ -1,4 +1,4 @@
-"""The notebooks run top to bottom in their small versions (as CI executes them).
+"""The notebooks run top to bottom in their small versions (as the documentation build does).
 
 The experiment notebooks draw the saved paper-size results in ``results/`` and rerun a tiny
 version into the session's ``tiny_results`` folder, where tests/test_experiments.py has
@@ -16,9 +16,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 
-# tour.ipynb: the documentation build (CI, sphinx -W) executes it; here with -m slow.
-@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.slow) if p.name == "tour.ipynb"
-                                  else p for p in NOTEBOOKS], ids=lambda p: p.name)
+# The documentation build (CI, sphinx -W, docs/conf.py) executes every notebook; here they
+# run with -m slow (tests/conftest.py), with the session's tiny results.
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_executes(path, tmp_path, monkeypatch, tiny_results):
     if path.name == "peers_table.ipynb":
         pytest.importorskip("spams")

@@ -31,7 +31,7 @@ def machine() -> dict:
 
     dev = jax.devices()[0]
     return {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "python": sys.version.split()[0],
         "jax": jax.__version__,
         "optax": optax.__version__,

@@ -1,0 +1,30 @@
+"""CI, from an installed wheel outside the clone: every shipped data set loads, and the
+README's Python examples run as written (in order, in one namespace).
+
+Usage: python outside.py README.md  (run in a folder that is not the clone)
+"""
+
+import pathlib
+import re
+import sys
+
+import rproxjax
+from rproxjax import datasets
+
+here = pathlib.Path.cwd().resolve()
+package = pathlib.Path(rproxjax.__file__).resolve().parent
+if package.is_relative_to(here) or (package.parent / ".git").exists():
+    sys.exit(f"rproxjax is imported from {package}, not from an installed wheel")
+
+# Every shipped data file, read by its loader from the installed package's own folder.
+assert datasets.load_mnist(500).shape == (500, 784)
+assert datasets.load_fashion_mnist(500).shape == (500, 784)
+assert datasets.load_video_frames(10).shape == (10, 72, 96)
+assert len(datasets.load_subproblems(10)) > 0
+shipped = sorted(p.name for p in datasets.default_data_dir().iterdir())
+print("data in the wheel:", ", ".join(shipped))
+
+readme = pathlib.Path(sys.argv[1]).read_text()
+code = "\n".join(re.findall(r"```python\n(.*?)```", readme, flags=re.S))
+exec(compile(code, "README.md", "exec"), {"__name__": "__readme__"})  # noqa: S102
+print("the README's examples ran from the wheel")
