@@ -42,7 +42,33 @@ class Block:
 
     ``step_scale`` multiplies the optimizer's proximal step gamma (the
     subgradient step for :func:`rproxjax.r_subgrad`) for this block alone:
-    blocks with different curvature can take different steps.
+    blocks with different curvature can take different steps. Use the subclasses
+    :class:`Stiefel`, :class:`Grassmann` and :class:`Euclidean`; a block is a pytree
+    (its regularizer and step scale are children, its retraction is static).
+
+    Args:
+      reg: the block's regularizer h (e.g. ``rproxjax.l1(mu)``), or None for h = 0.
+      retraction: the retraction's name, one of the class's ``retractions``.
+      step_scale: factor (> 0) on the optimizer's step for this block.
+
+    Attributes:
+      reg: the regularizer, or None.
+      retraction: the retraction's name.
+      step_scale: the step factor.
+      retractions: (class attribute) the retraction names the geometry accepts.
+
+    Raises:
+      ValueError: for a retraction not in ``retractions``, a ``reg`` without a ``prox``
+        method, or a concrete ``step_scale`` that is not finite and > 0.
+      TypeError: for a ``step_scale`` that is not a number.
+
+    Example:
+        >>> import rproxjax
+        >>> block = rproxjax.Euclidean(rproxjax.l1(0.1), step_scale=0.5)
+        >>> isinstance(block, rproxjax.Block), block.step_scale, block.retraction
+        (True, 0.5, 'polar')
+        >>> rproxjax.Grassmann.retractions
+        ('qr', 'polar')
     """
 
     retractions: tuple[str, ...] = ("polar",)
@@ -162,7 +188,32 @@ class _Manifold(Block):
 
 @jax.tree_util.register_pytree_node_class
 class Stiefel(_Manifold):
-    """A block on St(d, r) with regularizer ``reg`` (or None): the Newton subproblem."""
+    """A block on St(d, r) with regularizer ``reg`` (or None): the Newton subproblem.
+
+    Its proximal step solves the tangent-space subproblem with
+    :func:`rproxjax.tangent_prox`. ``r_prox_sgd(eta, gamma, reg, retraction=...)`` is
+    ``r_prox_sgd(eta, gamma, blocks=Stiefel(reg, retraction))``.
+
+    Args:
+      reg: the regularizer h (e.g. ``rproxjax.l1(mu)``), or None for h = 0.
+      retraction: ``"qr"``, ``"polar"`` (default), ``"exp"`` or ``"cayley"``.
+      step_scale: factor (> 0) on the optimizer's step for this block.
+
+    Attributes:
+      reg, retraction, step_scale: as given (see :class:`Block`).
+
+    Raises:
+      ValueError: for an unknown retraction, a ``reg`` without a ``prox`` method, or a
+        concrete ``step_scale`` that is not finite and > 0.
+      TypeError: for a ``step_scale`` that is not a number.
+
+    Example:
+        >>> import rproxjax
+        >>> block = rproxjax.Stiefel(rproxjax.l1(0.1), retraction="qr")
+        >>> block.retraction, rproxjax.Stiefel.retractions
+        ('qr', ('qr', 'polar', 'exp', 'cayley'))
+        >>> opt = rproxjax.r_prox_sgd(0.5, 0.1, blocks=block)
+    """
 
     retractions = stiefel.RETRACTIONS
 
@@ -187,7 +238,35 @@ class Stiefel(_Manifold):
 
 @jax.tree_util.register_pytree_node_class
 class Grassmann(_Manifold):
-    """A block on Gr(m, r), represented by orthonormal bases; h = 0."""
+    """A block on Gr(m, r), represented by orthonormal bases; h = 0.
+
+    Its proximal step is the closed form zeta = -gamma P_U(V) (no regularizer, no
+    subproblem).
+
+    Args:
+      retraction: ``"qr"`` or ``"polar"`` (default).
+      step_scale: factor (> 0) on the optimizer's step for this block.
+
+    Attributes:
+      retraction, step_scale: as given; ``reg`` is None (see :class:`Block`).
+
+    Raises:
+      ValueError: for a retraction that is not a string (e.g. a regularizer passed as the
+        first argument) or not one of the two, or a concrete ``step_scale`` that is not
+        finite and > 0.
+      TypeError: for a ``step_scale`` that is not a number.
+
+    Example:
+        >>> import jax, jax.numpy as jnp, rproxjax
+        >>> blocks = {"U": rproxjax.Grassmann(), "S": rproxjax.Euclidean(rproxjax.l1(0.1))}
+        >>> opt = rproxjax.r_prox_sgd(0.5, 0.1, blocks=blocks)
+        >>> params = {"U": rproxjax.grassmann.random_point(jax.random.key(0), 6, 2),
+        ...           "S": jnp.ones(4)}
+        >>> grads = {"U": jnp.ones((6, 2)), "S": jnp.ones(4)}
+        >>> updates, state = opt.update(grads, opt.init(params), params)
+        >>> jax.tree.map(jnp.shape, updates)
+        {'S': (4,), 'U': (6, 2)}
+    """
 
     retractions = grassmann.RETRACTIONS
 
@@ -214,7 +293,32 @@ class Grassmann(_Manifold):
 
 @jax.tree_util.register_pytree_node_class
 class Euclidean(Block):
-    """An unconstrained block with regularizer ``reg`` (or None)."""
+    """An unconstrained block with regularizer ``reg`` (or None).
+
+    Its proximal step is the proximal gradient step zeta = prox_{gamma h}(X - gamma V) - X,
+    and its retraction the sum X + zeta. The parameter may have any shape that ``reg``
+    accepts (float32 or float64).
+
+    Args:
+      reg: the regularizer h (e.g. ``rproxjax.l1(mu)``), or None for h = 0.
+      step_scale: factor (> 0) on the optimizer's step for this block.
+
+    Attributes:
+      reg, step_scale: as given; ``retraction`` is ``"polar"``, unused (see :class:`Block`).
+
+    Raises:
+      ValueError: for a ``reg`` without a ``prox`` method, or a concrete ``step_scale``
+        that is not finite and > 0.
+      TypeError: for a ``step_scale`` that is not a number.
+
+    Example:
+        >>> import jax.numpy as jnp, rproxjax
+        >>> x = jnp.array([0.5, -2.0, 3.0])
+        >>> step = rproxjax.proximal_step(0.5, blocks=rproxjax.Euclidean(rproxjax.l1(1.0)))
+        >>> zeta, _ = step.update(jnp.zeros(3), step.init(x), x)
+        >>> (x + zeta).tolist()  # soft-thresholding by gamma mu = 0.5
+        [0.0, -1.5, 2.5]
+    """
 
     def __init__(self, reg: Regularizer | None = None, step_scale: ArrayLike = 1.0) -> None:
         super().__init__(reg, "polar", step_scale)

@@ -52,6 +52,15 @@ class Needs:
         (``fit`` does; on MNIST sparse PCA on CPU the pair costs 1.2-1.5 gradients' time).
         A chain whose transformations call ``grad_fn`` at different points, or one of which
         declares no point, merges to :data:`CONFLICTING_POINTS`: no value is passed then.
+
+    Example:
+        >>> import jax, rproxjax
+        >>> x = rproxjax.stiefel.random_point(jax.random.key(0), 6, 2)
+        >>> needs = rproxjax.sarah_estimator(5).init(x).needs
+        >>> needs.refresh_every, needs.grad_fn, needs.grad_fn_point
+        (5, True, 'prev_params')
+        >>> needs.merge(rproxjax.Needs(value_fn=True)).value_fn
+        True
     """
 
     refresh_every: int | None = None
@@ -61,6 +70,11 @@ class Needs:
     grad_fn_point: str | None = None
 
     def merge(self, other: Needs) -> Needs:
+        """The needs of two transformations of one chain together.
+
+        Raises:
+          ValueError: for two different refresh periods.
+        """
         if None not in (self.refresh_every, other.refresh_every) and (
                 self.refresh_every != other.refresh_every):
             raise ValueError(
@@ -107,6 +121,13 @@ class StepInfo(NamedTuple):
         subgradient direction's norm for the subgradient step).
       halted: True once a non-finite gradient or subproblem was met; from then
         on every update is zero, so the params are never corrupted.
+
+    Example:
+        >>> import jax, rproxjax
+        >>> x = rproxjax.stiefel.random_point(jax.random.key(0), 6, 2)
+        >>> info = rproxjax.step_info(rproxjax.r_subgrad(0.1, rproxjax.l1(0.1)).init(x))
+        >>> info.ssn, float(info.zeta_norm), bool(info.halted)
+        ((), 0.0, False)
     """
 
     ssn: PyTree
@@ -133,6 +154,15 @@ def _is_info(node) -> bool:
 
 def step_info(state: PyTree) -> StepInfo | None:
     """The :class:`StepInfo` of a (chained) optimizer state, or None if it has none.
+
+    Args:
+      state: an optimizer state (any pytree, e.g. an ``optax.chain``'s tuple of states).
+
+    Returns:
+      The state's one :class:`StepInfo` record, or None if it holds none.
+
+    Raises:
+      ValueError: if the state holds several step records.
 
     Example:
         >>> import jax, optax, rproxjax

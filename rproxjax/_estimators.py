@@ -88,6 +88,13 @@ class SarahState(NamedTuple):
       v: the estimate V_t of the last update.
       prev_params: the point X_t of the last update.
       needs: the declared :class:`rproxjax.Needs` (static).
+
+    Example:
+        >>> import jax, rproxjax
+        >>> x = rproxjax.stiefel.random_point(jax.random.key(0), 6, 2)
+        >>> state = rproxjax.sarah_estimator(5).init(x)
+        >>> int(state.count), state.v.shape, state.needs.refresh_every
+        (0, (6, 2), 5)
     """
 
     count: Array  # type: ignore[assignment]  # a field, shadowing tuple.count
@@ -104,9 +111,34 @@ def sarah_estimator(q: int, *,
         V_t = \nabla f_{S_2}(X_t)
         - \Gamma_{X_{t-1}}^{X_t}\big(\nabla f_{S_2}(X_{t-1}) - V_{t-1}\big).
 
+    The first update and every q-th after it are refreshes: V_t = ``grads`` (a large-batch
+    gradient). The others need the extra argument ``grad_fn`` (the same minibatch's
+    gradient as a function of the point) or ``grad_fn_value`` (its value at X_{t-1}).
+
     Args:
       q: refresh period (a Python int >= 1: it shapes compiled loops).
       blocks: the params' blocks (default: one Stiefel block).
+
+    Returns:
+      An :class:`optax.GradientTransformationExtraArgs` with state :class:`SarahState`;
+      chain it before :func:`rproxjax.proximal_step` (:func:`rproxjax.r_prox_spb` does).
+
+    Raises:
+      ValueError: for a ``q`` that is not an int >= 1, or bad ``blocks``; ``update``
+        raises it without ``params``, with another transformation's state, or without
+        ``grad_fn`` (and ``grad_fn_value``) on a non-refresh step.
+
+    Example:
+        >>> import jax, jax.numpy as jnp, rproxjax
+        >>> a = jnp.diag(jnp.arange(1.0, 7.0))
+        >>> grad = lambda x: -2 * a @ x  # one fixed "minibatch": V_t is its gradient
+        >>> x = rproxjax.stiefel.random_point(jax.random.key(0), 6, 2)
+        >>> est = rproxjax.sarah_estimator(3)
+        >>> v, state = est.update(grad(x), est.init(x), x)  # a refresh: V_0 = grads
+        >>> y = rproxjax.stiefel.retract(x, -0.1 * rproxjax.stiefel.project(x, v))
+        >>> v, state = est.update(grad(y), state, y, grad_fn=grad)
+        >>> bool(jnp.allclose(v, grad(y))), int(state.count)
+        (True, 2)
     """
     q = _check_period("q", q)
     blocks = as_blocks(None, blocks)
@@ -144,6 +176,13 @@ class SvrgState(NamedTuple):
       snapshot: the snapshot point X~ (the point of the last refresh).
       snapshot_grad: the large-batch gradient at X~.
       needs: the declared :class:`rproxjax.Needs` (static).
+
+    Example:
+        >>> import jax, rproxjax
+        >>> x = rproxjax.stiefel.random_point(jax.random.key(0), 6, 2)
+        >>> state = rproxjax.svrg_estimator(4).init(x)
+        >>> int(state.count), state.snapshot.shape, state.needs.grad_fn_point
+        (0, (6, 2), 'snapshot')
     """
 
     count: Array  # type: ignore[assignment]  # a field, shadowing tuple.count
@@ -165,9 +204,33 @@ def svrg_estimator(m: int, *,
     gradient (taken by the refresh update itself, so a refresh step costs
     |S1| IFOs and the others 2 |S|, as R-SARAH's).
 
+    The non-refresh updates need the extra argument ``grad_fn`` (the same minibatch's
+    gradient as a function of the point) or ``grad_fn_value`` (its value at X~).
+
     Args:
       m: snapshot period (a Python int >= 1).
       blocks: the params' blocks (default: one Stiefel block).
+
+    Returns:
+      An :class:`optax.GradientTransformationExtraArgs` with state :class:`SvrgState`;
+      chain it before :func:`rproxjax.proximal_step` (:func:`rproxjax.r_prox_svrg` does).
+
+    Raises:
+      ValueError: for an ``m`` that is not an int >= 1, or bad ``blocks``; ``update``
+        raises it without ``params``, with another transformation's state, or without
+        ``grad_fn`` (and ``grad_fn_value``) on a non-refresh step.
+
+    Example:
+        >>> import jax, jax.numpy as jnp, rproxjax
+        >>> a = jnp.diag(jnp.arange(1.0, 7.0))
+        >>> grad = lambda x: -2 * a @ x  # the minibatch is the whole (one-sample) data
+        >>> x = rproxjax.stiefel.random_point(jax.random.key(0), 6, 2)
+        >>> est = rproxjax.svrg_estimator(3)
+        >>> v, state = est.update(grad(x), est.init(x), x)  # a refresh: the snapshot X~ = x
+        >>> y = rproxjax.stiefel.retract(x, -0.1 * rproxjax.stiefel.project(x, v))
+        >>> v, state = est.update(grad(y), state, y, grad_fn=grad)
+        >>> bool(jnp.allclose(v, grad(y))), bool(jnp.array_equal(state.snapshot, x))
+        (True, True)
     """
     m = _check_period("m", m)
     blocks = as_blocks(None, blocks)

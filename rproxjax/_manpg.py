@@ -54,6 +54,13 @@ class ManPGState(NamedTuple):
       num_backtracks: line-search halvings, summed over steps.
       num_inexact: steps accepted with alpha < 1e-4 ("inexact"), summed.
       needs: the declared :class:`rproxjax.Needs` (static).
+
+    Example:
+        >>> import jax, rproxjax
+        >>> x = rproxjax.stiefel.random_point(jax.random.key(0), 6, 2)
+        >>> state = rproxjax.manpg(0.1, rproxjax.l1(0.1), tol=1e-8).init(x)
+        >>> int(state.count), bool(state.converged), state.needs.full_batch
+        (0, False, True)
     """
 
     count: Array  # type: ignore[assignment]  # a field, shadowing tuple.count
@@ -196,6 +203,18 @@ def manpg(gamma: ArrayLike, reg: Regularizer | None = None, *, tol: ArrayLike,
     Raises:
       ValueError: for a concrete gamma or tol <= 0, a bad ``max_backtracks``, or a bad
         ``reg``/``blocks``/``retraction``.
+
+    Example:
+        >>> import jax, rproxjax
+        >>> z = jax.random.normal(jax.random.key(0), (64, 8))
+        >>> x0 = rproxjax.stiefel.random_point(jax.random.key(1), 8, 2)
+        >>> opt = rproxjax.manpg(0.05, rproxjax.l1(0.05), tol=1e-8, adaptive=True)
+        >>> res = rproxjax.fit(opt, rproxjax.problems.spca_loss, x0, z, key=jax.random.key(2),
+        ...                    num_epochs=5)  # full gradients: one step per epoch
+        >>> res.epoch_loss.shape, int(res.opt_state.count)
+        ((6,), 5)
+        >>> bool(res.epoch_loss[-1] < res.epoch_loss[0])
+        True
     """
     gamma, tol = _check_args(gamma, tol, max_backtracks, adaptive)
     ssn = with_deprecated(ssn, "manpg", deprecated, _OLD_NAMES)

@@ -93,6 +93,20 @@ def inverse_sqrt_schedule(init_value: ArrayLike, offset: int = 1,
                           power: float = 0.5) -> InverseSqrtSchedule:
     """eta_t = init_value / (t + offset)^power (the paper's eta0 / sqrt(t + 1)).
 
+    Args:
+      init_value: the numerator eta0 (a scalar, finite and > 0).
+      offset: added to the step count t (a scalar, finite and > 0).
+      power: the exponent (a scalar >= 0; 0.5 by default).
+
+    Returns:
+      An :class:`InverseSqrtSchedule`: a callable of the step count and a pytree whose
+      values are arrays (new values do not recompile).
+
+    Raises:
+      ValueError: for an ``init_value`` or ``offset`` that is not a scalar, finite and > 0,
+        or a ``power`` that is not a scalar >= 0.
+      TypeError: for an ``init_value`` or ``offset`` that is not a number.
+
     Example:
         >>> import rproxjax
         >>> sched = rproxjax.inverse_sqrt_schedule(0.5)
@@ -219,6 +233,31 @@ def r_prox_spb(
       q: refresh period (a Python int >= 1: it shapes compiled loops).
       retraction, ssn: as in
         :func:`r_prox_sgd`.
+      **deprecated: the former keyword arguments of :func:`r_prox_sgd`.
+
+    Returns:
+      An :class:`optax.GradientTransformationExtraArgs`; ``update`` needs ``params`` and,
+      on non-refresh steps, the extra argument ``grad_fn`` (:func:`rproxjax.fit` passes it).
+
+    Raises:
+      ValueError: for a concrete step size that is not a scalar, finite and > 0, a ``q`` that
+        is not an int >= 1, or a bad ``reg``/``blocks``/``retraction``.
+      TypeError: for a step size that is neither a number nor a schedule, ``ssn`` not an
+        :class:`rproxjax.SSN`, or an unknown keyword argument.
+
+    Example:
+        >>> import jax, jax.numpy as jnp, optax, rproxjax
+        >>> a = jnp.diag(jnp.arange(1.0, 7.0))
+        >>> grad = lambda x: -2 * a @ x  # f(X) = -tr(X^T A X), one fixed "minibatch"
+        >>> x = rproxjax.stiefel.random_point(jax.random.key(0), 6, 2)
+        >>> f0 = jnp.trace(x.T @ a @ x)
+        >>> opt = rproxjax.r_prox_spb(0.5, 0.1, rproxjax.l1(0.01), q=5)
+        >>> state = opt.init(x)
+        >>> for _ in range(10):
+        ...     updates, state = opt.update(grad(x), state, x, grad_fn=grad)
+        ...     x = optax.apply_updates(x, updates)
+        >>> bool(rproxjax.stiefel.feasibility(x) < 1e-5), bool(jnp.trace(x.T @ a @ x) > f0)
+        (True, True)
     """
     ssn = with_deprecated(ssn, "r_prox_spb", deprecated, _OLD_NAMES, SSN.stochastic)
     return _prox_chain("r_prox_spb", lambda b: sarah_estimator(q, blocks=b), learning_rate,
@@ -255,6 +294,31 @@ def r_prox_svrg(
     Args:
       learning_rate, gamma, reg, blocks, retraction, ssn: as in :func:`r_prox_spb`.
       m: snapshot period (a Python int >= 1).
+      **deprecated: the former keyword arguments of :func:`r_prox_sgd`.
+
+    Returns:
+      An :class:`optax.GradientTransformationExtraArgs`; ``update`` needs ``params`` and,
+      on non-refresh steps, the extra argument ``grad_fn`` (:func:`rproxjax.fit` passes it).
+
+    Raises:
+      ValueError: for a concrete step size that is not a scalar, finite and > 0, a ``m`` that
+        is not an int >= 1, or a bad ``reg``/``blocks``/``retraction``.
+      TypeError: for a step size that is neither a number nor a schedule, ``ssn`` not an
+        :class:`rproxjax.SSN`, or an unknown keyword argument.
+
+    Example:
+        >>> import jax, jax.numpy as jnp, optax, rproxjax
+        >>> a = jnp.diag(jnp.arange(1.0, 7.0))
+        >>> grad = lambda x: -2 * a @ x  # f(X) = -tr(X^T A X), one fixed "minibatch"
+        >>> x = rproxjax.stiefel.random_point(jax.random.key(0), 6, 2)
+        >>> f0 = jnp.trace(x.T @ a @ x)
+        >>> opt = rproxjax.r_prox_svrg(0.5, 0.1, rproxjax.l1(0.01), m=5)
+        >>> state = opt.init(x)
+        >>> for _ in range(10):
+        ...     updates, state = opt.update(grad(x), state, x, grad_fn=grad)
+        ...     x = optax.apply_updates(x, updates)
+        >>> bool(rproxjax.stiefel.feasibility(x) < 1e-5), bool(jnp.trace(x.T @ a @ x) > f0)
+        (True, True)
     """
     ssn = with_deprecated(ssn, "r_prox_svrg", deprecated, _OLD_NAMES, SSN.stochastic)
     return _prox_chain("r_prox_svrg", lambda b: svrg_estimator(m, blocks=b), learning_rate,
@@ -293,6 +357,34 @@ def r_prox_sarah(
       gamma: the proximal step (ProxSARAH's eta).
       alpha: the averaging weight in (0, 1] (ProxSARAH's gamma).
       reg, q, blocks, retraction, ssn: as in :func:`r_prox_spb`.
+      **deprecated: the former keyword arguments of :func:`r_prox_sgd`.
+
+    Returns:
+      An :class:`optax.GradientTransformationExtraArgs`; ``update`` needs ``params`` and,
+      on non-refresh steps, the extra argument ``grad_fn`` (:func:`rproxjax.fit` passes it).
+
+    Raises:
+      ValueError: for a concrete gamma or alpha that is not a scalar, finite and > 0, an
+        alpha above 1, a ``q`` that is not an int >= 1, or a bad
+        ``reg``/``blocks``/``retraction``.
+      TypeError: for a gamma or alpha that is neither a number nor a schedule, ``ssn`` not
+        an :class:`rproxjax.SSN`, or an unknown keyword argument.
+
+    Example:
+        >>> import jax, jax.numpy as jnp, optax, rproxjax
+        >>> a = jnp.diag(jnp.arange(1.0, 7.0))
+        >>> grad = lambda x: -2 * a @ x  # f(X) = -tr(X^T A X), one fixed "minibatch"
+        >>> def run(opt, x):
+        ...     state = opt.init(x)
+        ...     for _ in range(4):
+        ...         updates, state = opt.update(grad(x), state, x, grad_fn=grad)
+        ...         x = optax.apply_updates(x, updates)
+        ...     return x
+        >>> x0 = rproxjax.stiefel.random_point(jax.random.key(0), 6, 2)
+        >>> x1 = run(rproxjax.r_prox_sarah(0.2, 0.5, rproxjax.l1(0.01), q=3), x0)
+        >>> x2 = run(rproxjax.r_prox_spb(0.5, 0.2, rproxjax.l1(0.01), q=3), x0)
+        >>> bool(jnp.allclose(x1, x2, atol=1e-6))  # the same iteration as R-ProxSPB's
+        True
     """
     hyper("alpha", alpha)
     value = None if callable(alpha) else _checks.concrete_or_none(alpha)
@@ -307,7 +399,41 @@ def r_prox_sarah(
 def r_spider_boost(learning_rate: ScalarOrSchedule, gamma: ScalarOrSchedule, *, q: int,
                    blocks: PyTree | None = None,
                    retraction: str = "polar") -> optax.GradientTransformationExtraArgs:
-    """R-SpiderBoost: :func:`r_prox_spb` with h = 0 (smooth problems)."""
+    """R-SpiderBoost: :func:`r_prox_spb` with h = 0 (smooth problems).
+
+    With h = 0 the proximal step has the closed form zeta = -gamma P_X(V_t) (no
+    subproblem), so X_{t+1} = Retr_X(-eta gamma P_X(V_t)) with the R-SARAH estimator.
+
+    Args:
+      learning_rate: eta (scalar or schedule).
+      gamma: the proximal step (scalar or schedule).
+      q: refresh period (a Python int >= 1: it shapes compiled loops).
+      blocks: a pytree of blocks matching ``params`` (their regularizers are used), or
+        None for one Stiefel block.
+      retraction: as in :func:`r_prox_sgd`.
+
+    Returns:
+      An :class:`optax.GradientTransformationExtraArgs`, as :func:`r_prox_spb`'s.
+
+    Raises:
+      ValueError: for a concrete step size that is not a scalar, finite and > 0, a ``q`` that
+        is not an int >= 1, or a bad ``blocks``/``retraction``.
+      TypeError: for a step size that is neither a number nor a schedule.
+
+    Example:
+        >>> import jax, jax.numpy as jnp, optax, rproxjax
+        >>> a = jnp.diag(jnp.arange(1.0, 7.0))
+        >>> grad = lambda x: -2 * a @ x  # f(X) = -tr(X^T A X), one fixed "minibatch"
+        >>> x = rproxjax.stiefel.random_point(jax.random.key(0), 6, 2)
+        >>> f0 = jnp.trace(x.T @ a @ x)
+        >>> opt = rproxjax.r_spider_boost(1.0, 0.05, q=5)
+        >>> state = opt.init(x)
+        >>> for _ in range(10):
+        ...     updates, state = opt.update(grad(x), state, x, grad_fn=grad)
+        ...     x = optax.apply_updates(x, updates)
+        >>> bool(rproxjax.stiefel.feasibility(x) < 1e-5), bool(jnp.trace(x.T @ a @ x) > f0)
+        (True, True)
+    """
     return r_prox_spb(learning_rate, gamma, None, q=q, blocks=blocks, retraction=retraction)
 
 
@@ -326,6 +452,28 @@ def r_subgrad(learning_rate: ScalarOrSchedule, reg: Regularizer | None = None, *
       blocks: instead of ``reg``, a pytree of blocks (Euclidean blocks take
         X - eta (V + s)); each block's ``step_scale`` multiplies eta.
       retraction: retraction name.
+
+    Returns:
+      An :class:`optax.GradientTransformationExtraArgs`; ``update`` needs ``params``.
+
+    Raises:
+      ValueError: for a concrete learning rate that is not a scalar, finite and > 0, or a
+        bad ``reg``/``blocks``/``retraction``.
+      TypeError: for a learning rate that is neither a number nor a schedule.
+
+    Example:
+        >>> import jax, jax.numpy as jnp, optax, rproxjax
+        >>> a = jnp.diag(jnp.arange(1.0, 7.0))
+        >>> grad = lambda x: -2 * a @ x  # f(X) = -tr(X^T A X), one fixed "minibatch"
+        >>> x = rproxjax.stiefel.random_point(jax.random.key(0), 6, 2)
+        >>> f0 = jnp.trace(x.T @ a @ x)
+        >>> opt = rproxjax.r_subgrad(rproxjax.inverse_sqrt_schedule(0.05), rproxjax.l1(0.01))
+        >>> state = opt.init(x)
+        >>> for _ in range(10):
+        ...     updates, state = opt.update(grad(x), state, x)
+        ...     x = optax.apply_updates(x, updates)
+        >>> bool(rproxjax.stiefel.feasibility(x) < 1e-5), bool(jnp.trace(x.T @ a @ x) > f0)
+        (True, True)
     """
     blocks = as_blocks(reg, blocks, retraction)
     return _chain("r_subgrad", subgradient_direction(blocks=blocks),

@@ -141,7 +141,20 @@ class L1(NamedTuple):
         = \operatorname{sign}(V_{ij}) \max(|V_{ij}| - t \mu_j, 0),
 
     and its generalized Jacobian is the 0/1 mask of entries with
-    |V_ij| > t mu_j.
+    |V_ij| > t mu_j. Build it with :func:`l1` (which checks ``mu``); its methods are the
+    regularizer protocol of this module.
+
+    Attributes:
+      mu: the strength, >= 0: a scalar or one per column (shape ``(r,)``).
+
+    Example:
+        >>> import jax.numpy as jnp, rproxjax
+        >>> reg = rproxjax.l1(jnp.array([1.0, 0.25]))
+        >>> v = jnp.array([[0.5, 0.5], [-2.0, -2.0]])
+        >>> reg.prox(v, 1.0).tolist()
+        [[0.0, 0.25], [-1.0, -1.75]]
+        >>> float(reg.value(v))
+        3.125
     """
 
     mu: Array
@@ -240,6 +253,18 @@ class L21(NamedTuple):
     (1 - t mu / ||V_i||) I + t mu V_i^T V_i / ||V_i||^3, and 0 elsewhere; held as
     alpha_i I + gamma_i u_i^T u_i with u_i = V_i / ||V_i|| and gamma_i = t mu / ||V_i||
     (||V_i||^3 underflows for rows the prox keeps: float32 rows of 1e-13 and below).
+    Build it with :func:`l21` (which checks ``mu``); its methods are the regularizer
+    protocol of this module.
+
+    Attributes:
+      mu: the strength, a scalar >= 0.
+
+    Example:
+        >>> import jax.numpy as jnp, rproxjax
+        >>> reg = rproxjax.l21(2.5)
+        >>> v = jnp.array([[3.0, 4.0], [0.0, 0.5]])
+        >>> reg.prox(v, 1.0).tolist()  # the first row shrinks by 2.5, the second is zeroed
+        [[1.5, 2.0], [0.0, 0.0]]
     """
 
     mu: Array
@@ -330,7 +355,20 @@ def _as_strength(name, mu, max_ndim=1):
 
 
 def l1(mu: ArrayLike) -> L1:
-    """The l1 regularizer mu ||X||_1 (scalar ``mu``, or one per column).
+    """The l1 regularizer h(X) = sum_ij mu_j |X_ij| (scalar ``mu``, or one per column).
+
+    Args:
+      mu: the strength, >= 0: a number or array, a scalar or one per column (shape
+        ``(r,)``, checked against the parameters when an optimizer or
+        :func:`rproxjax.tangent_prox` gets them). It may be traced (``jax.vmap`` over mu).
+
+    Returns:
+      An :class:`L1` regularizer.
+
+    Raises:
+      TypeError: for a ``mu`` that is not numeric.
+      ValueError: for a ``mu`` of more than one dimension, or a concrete ``mu`` that is not
+        finite and >= 0.
 
     Example:
         >>> import jax.numpy as jnp, rproxjax
@@ -342,7 +380,18 @@ def l1(mu: ArrayLike) -> L1:
 
 
 def l21(mu: ArrayLike) -> L21:
-    """The row-group regularizer mu sum_i ||X_{i,:}||_2 (scalar ``mu``).
+    """The row-group regularizer h(X) = mu sum_i ||X_{i,:}||_2 (scalar ``mu``).
+
+    Args:
+      mu: the strength, a scalar >= 0 (number or array; it may be traced).
+
+    Returns:
+      An :class:`L21` regularizer.
+
+    Raises:
+      TypeError: for a ``mu`` that is not numeric.
+      ValueError: for a ``mu`` that is not a scalar, or a concrete ``mu`` that is not
+        finite and >= 0.
 
     Example:
         >>> import jax.numpy as jnp, rproxjax

@@ -14,7 +14,28 @@ __all__ = ["Status", "describe"]
 
 
 class Status(enum.IntEnum):
-    """Outcome of an iterative solve, stored as an int32 array in info records."""
+    """Outcome of an iterative solve, stored as an int32 array in info records.
+
+    An ``enum.IntEnum``: the codes compare with the stored arrays (e.g.
+    ``info.status == Status.SUCCESSFUL``); the runner's history reports the largest code
+    over blocks (``History.ssn_status``). ``Status(code).message`` (or :func:`describe`)
+    gives a readable message.
+
+    Attributes:
+      SUCCESSFUL: 0, converged: the residual met the tolerance.
+      MAX_STEPS_REACHED: 1, not converged within ``max_steps``.
+      NONFINITE: 2, a non-finite value (NaN or inf) appeared; zeta = 0.
+      COLLAPSED: 3, not converged and the prox zeroed a whole column of X + zeta; zeta = 0.
+      INVALID: 4, a traced argument is invalid (t <= 0, mu < 0, or a bad tolerance);
+        zeta = 0.
+
+    Example:
+        >>> from rproxjax import Status
+        >>> Status(1).name, int(Status.COLLAPSED)
+        ('MAX_STEPS_REACHED', 3)
+        >>> Status.NONFINITE.message.split(":")[0]
+        'stopped'
+    """
 
     SUCCESSFUL = 0
     MAX_STEPS_REACHED = 1
@@ -54,10 +75,26 @@ def describe(status: ArrayLike) -> str | list[Any]:
     """Readable message(s) for a status code or an array of codes (a nested list for an
     array, of its shape). Runs on the host: inside ``jax.jit`` return the codes instead.
 
+    Args:
+      status: a :class:`Status`, an int code, or an integer array of codes (NumPy or a
+        concrete JAX array, e.g. ``info.status`` or ``history.ssn_status``).
+
+    Returns:
+      The message (a str) for a single code; for an array, a nested list of messages with
+      the array's shape.
+
+    Raises:
+      TypeError: for a traced ``status`` (inside ``jax.jit`` or ``jax.vmap``) or codes of a
+        non-integer dtype (bool included).
+      ValueError: for an integer that is not a :class:`Status` code.
+
     Example:
+        >>> import numpy as np
         >>> from rproxjax import Status, describe
         >>> describe(Status.SUCCESSFUL)
         'converged: the residual is below the tolerance'
+        >>> [m.split(":")[0] for m in describe(np.array([0, 1]))]
+        ['converged', 'not converged']
     """
     if isinstance(status, jax.core.Tracer):
         raise TypeError("describe reads status codes on the host; inside jax.jit or "

@@ -133,8 +133,21 @@ def prox_directions(blocks, params, v, gamma, ssn_infos, ssn: SSN):
 
 
 class ProximalStepState(NamedTuple):
-    """State of :func:`proximal_step`: step count (for a gamma schedule), the
-    :class:`StepInfo` record ``info`` and the blocks (with their regularizers)."""
+    """State of :func:`proximal_step`, which creates it (``init``) and updates it.
+
+    Attributes:
+      count: updates taken (int32; the argument of a gamma schedule).
+      info: the :class:`rproxjax.StepInfo` record of the last step.
+      blocks: the blocks (with their regularizers) as arrays of the params' dtype, from
+        which the runner reads h.
+
+    Example:
+        >>> import jax, rproxjax
+        >>> x = rproxjax.stiefel.random_point(jax.random.key(0), 6, 2)
+        >>> state = rproxjax.proximal_step(0.1, rproxjax.l1(0.1)).init(x)
+        >>> int(state.count), bool(state.info.halted), type(state.blocks).__name__
+        (0, False, 'Stiefel')
+    """
 
     count: Array  # type: ignore[assignment]  # a field, shadowing tuple.count
     info: StepInfo
@@ -167,8 +180,20 @@ def proximal_step(gamma: ScalarOrSchedule, reg: Regularizer | None = None, *,
       :class:`ProximalStepState`; ``update`` needs ``params``.
 
     Raises:
-      ValueError: for a concrete gamma <= 0, or a bad ``reg``/``blocks``/``retraction``.
-      TypeError: for ``ssn`` not an :class:`rproxjax.SSN`.
+      ValueError: for a concrete gamma that is not a scalar, finite and > 0, or a bad
+        ``reg``/``blocks``/``retraction``.
+      TypeError: for a gamma that is neither a number nor a schedule, or ``ssn`` not an
+        :class:`rproxjax.SSN`.
+
+    Example:
+        >>> import jax, jax.numpy as jnp, optax, rproxjax
+        >>> x = rproxjax.stiefel.random_point(jax.random.key(0), 6, 2)
+        >>> opt = optax.chain(rproxjax.proximal_step(0.1, rproxjax.l1(0.01)),
+        ...                   rproxjax.retract(0.5))  # r_prox_sgd(0.5, 0.1, l1(0.01))
+        >>> updates, state = opt.update(jnp.ones((6, 2)), opt.init(x), x)
+        >>> x = optax.apply_updates(x, updates)
+        >>> bool(rproxjax.stiefel.feasibility(x) < 1e-5), bool(rproxjax.step_info(state).halted)
+        (True, False)
     """
     gamma = hyper("gamma", gamma)
     ssn = with_deprecated(ssn, "proximal_step", {}, {}, SSN.stochastic)
@@ -196,8 +221,20 @@ def proximal_step(gamma: ScalarOrSchedule, reg: Regularizer | None = None, *,
 
 
 class SubgradientState(NamedTuple):
-    """State of :func:`subgradient_direction`: the :class:`StepInfo` record (its
-    ``ssn`` is empty) and the blocks."""
+    """State of :func:`subgradient_direction`, which creates it (``init``) and updates it.
+
+    Attributes:
+      info: the :class:`rproxjax.StepInfo` record of the last step (its ``ssn`` is empty;
+        ``zeta_norm`` is the norm of the subgradient direction).
+      blocks: the blocks (with their regularizers) as arrays of the params' dtype.
+
+    Example:
+        >>> import jax, rproxjax
+        >>> x = rproxjax.stiefel.random_point(jax.random.key(0), 6, 2)
+        >>> state = rproxjax.subgradient_direction(rproxjax.l1(0.1)).init(x)
+        >>> state.info.ssn, bool(state.info.halted)
+        ((), False)
+    """
 
     info: StepInfo
     blocks: PyTree
@@ -206,7 +243,34 @@ class SubgradientState(NamedTuple):
 def subgradient_direction(reg: Regularizer | None = None, *, blocks: PyTree | None = None,
                           retraction: str = "polar") -> optax.GradientTransformationExtraArgs:
     """V_t -> -step_scale P_X(V_t + s), s = ``reg.subgradient(X)`` in dh(X) (mu sign(X) for
-    l1): the Riemannian subgradient direction; Euclidean blocks take -(V_t + s)."""
+    l1): the Riemannian subgradient direction; Euclidean blocks take -(V_t + s).
+
+    Followed by :func:`retract` it is :func:`rproxjax.r_subgrad`. A non-finite direction
+    (or an invalid traced strength) gives a zero update and sets ``info.halted``.
+
+    Args:
+      reg: a regularizer with a ``subgradient`` method for one Stiefel block (params a
+        d x r matrix), or None for h = 0.
+      blocks: instead of ``reg``, a block or pytree of blocks matching params.
+      retraction: the Stiefel block's retraction (with ``reg``; it is checked here and
+        used by :func:`retract`).
+
+    Returns:
+      An :class:`optax.GradientTransformationExtraArgs` with state
+      :class:`SubgradientState`; ``update`` needs ``params``.
+
+    Raises:
+      ValueError: for a bad ``reg``/``blocks``/``retraction``.
+
+    Example:
+        >>> import jax, jax.numpy as jnp, rproxjax
+        >>> x = rproxjax.stiefel.random_point(jax.random.key(0), 6, 2)
+        >>> sub = rproxjax.subgradient_direction(rproxjax.l1(0.1))
+        >>> d, state = sub.update(jnp.ones((6, 2)), sub.init(x), x)
+        >>> s = 0.1 * jnp.sign(x)
+        >>> bool(jnp.allclose(d, -rproxjax.stiefel.project(x, jnp.ones((6, 2)) + s), atol=1e-6))
+        True
+    """
     blocks = as_blocks(reg, blocks, retraction)
 
     def init(params):
@@ -231,8 +295,20 @@ def subgradient_direction(reg: Regularizer | None = None, *, blocks: PyTree | No
 
 
 class RetractionState(NamedTuple):
-    """State of :func:`retract`: step count (for a schedule) and a halted flag
-    (set if a retracted point was not finite)."""
+    """State of :func:`retract`, which creates it (``init``) and updates it.
+
+    Attributes:
+      count: updates taken (int32; the argument of a learning-rate schedule).
+      halted: True once a retracted point was not finite or a traced learning rate was
+        not finite and > 0; from then on every update is zero.
+
+    Example:
+        >>> import jax, rproxjax
+        >>> x = rproxjax.stiefel.random_point(jax.random.key(0), 6, 2)
+        >>> state = rproxjax.retract(0.5).init(x)
+        >>> int(state.count), bool(state.halted)
+        (0, False)
+    """
 
     count: Array  # type: ignore[assignment]  # a field, shadowing tuple.count
     halted: Array
@@ -242,8 +318,9 @@ def retract(learning_rate: ScalarOrSchedule, *, blocks: PyTree | None = None,
             retraction: str = "polar",
             **deprecated: Any) -> optax.GradientTransformationExtraArgs:
     """zeta -> Retr_X(eta_t zeta) - X on each block: the params one Stiefel block
-    retracted by ``method`` (``blocks=None``), or a pytree of blocks with their own
-    retractions. A zero step gives a zero update (Retr_X(0) = X).
+    retracted by ``retraction`` (``blocks=None``), or a pytree of blocks with their own
+    retractions. A zero step gives a zero update (Retr_X(0) = X), so that
+    ``optax.apply_updates(params, updates)`` is the retracted point.
 
     Args:
       learning_rate: eta_t, a scalar or a schedule of the step count.
@@ -252,6 +329,26 @@ def retract(learning_rate: ScalarOrSchedule, *, blocks: PyTree | None = None,
         ``"cayley"`` (without ``blocks``).
       **deprecated: ``method``, the former name of ``retraction`` (``DeprecationWarning``;
         removed in 0.4).
+
+    Returns:
+      An :class:`optax.GradientTransformationExtraArgs` with state
+      :class:`RetractionState`; ``update`` needs ``params``.
+
+    Raises:
+      ValueError: for a concrete learning rate that is not a scalar, finite and > 0, or a
+        bad ``blocks``/``retraction``.
+      TypeError: for a learning rate that is neither a number nor a schedule, or another
+        keyword argument.
+
+    Example:
+        >>> import jax, jax.numpy as jnp, optax, rproxjax
+        >>> x = rproxjax.stiefel.random_point(jax.random.key(0), 6, 2)
+        >>> zeta = rproxjax.stiefel.project(x, jnp.ones((6, 2)))
+        >>> ret = rproxjax.retract(0.5, retraction="qr")
+        >>> updates, state = ret.update(zeta, ret.init(x), x)
+        >>> y = rproxjax.stiefel.retract(x, 0.5 * zeta, retraction="qr")
+        >>> bool(jnp.allclose(optax.apply_updates(x, updates), y, atol=1e-6))
+        True
     """
     learning_rate = hyper("learning_rate", learning_rate)
     retraction = renamed(deprecated, "retract", "method", "retraction", retraction)

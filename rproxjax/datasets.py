@@ -29,6 +29,16 @@ file, so repeated loads only pay for the float conversion.
 
 The loaders return NumPy arrays and never touch JAX's configuration; pass them to
 ``jax.numpy.asarray`` (float64 only if you have enabled ``jax_enable_x64``).
+
+Example:
+    >>> from rproxjax import datasets
+    >>> x = datasets.load_mnist(n=200, seed=1)
+    >>> x.shape, x.dtype
+    ((200, 784), dtype('float32'))
+    >>> datasets.load_video_frames(10, start=0, step=5).shape
+    (10, 72, 96)
+    >>> datasets.default_data_dir().name
+    '_data'
 """
 
 from __future__ import annotations

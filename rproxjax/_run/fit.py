@@ -73,6 +73,21 @@ class FitResult(NamedTuple):
         epoch's sample indices, so that the time does not depend on how many
         curve points are recorded; NaN in :func:`pure_fit`).
       key: the PRNG key after the run (resume by passing it back).
+
+    Example:
+        >>> import jax, rproxjax
+        >>> z = jax.random.normal(jax.random.key(0), (64, 8))
+        >>> x0 = rproxjax.stiefel.random_point(jax.random.key(1), 8, 2)
+        >>> opt = rproxjax.r_prox_sgd(0.1, 0.5, rproxjax.l1(0.05))
+        >>> res = rproxjax.fit(opt, rproxjax.problems.spca_loss, x0, z, key=jax.random.key(2),
+        ...                    batch_size=16, num_epochs=2)
+        >>> [int(i) for i in res.epoch_ifo], res.epoch_loss.shape, res.history.ifo.shape
+        ([0, 64, 128], (3,), (8,))
+        >>> more = rproxjax.fit(opt, rproxjax.problems.spca_loss, res.params, z, key=res.key,
+        ...                     batch_size=16, num_epochs=1, opt_state=res.opt_state,
+        ...                     initial_ifo=int(res.epoch_ifo[-1]))  # resumes the run
+        >>> int(more.epoch_ifo[-1])
+        192
     """
 
     params: PyTree
@@ -346,7 +361,7 @@ def fit(optimizer: optax.GradientTransformation, loss_fn: Callable[[PyTree, PyTr
       data_axis: the mesh axis that splits the samples.
       progress: a progress bar on stderr, updated after each epoch (online: chunk),
         drawn only when stderr is a terminal (with ``tqdm`` when installed:
-        ``pip install rproxjax[progress]``). Each epoch is also logged at DEBUG level to
+        the ``progress`` extra). Each epoch is also logged at DEBUG level to
         the logger ``"rproxjax"``, and the run's end at INFO level.
       callback: ``callback(info)`` after each epoch (online: chunk), with an
         :class:`EpochInfo` (the epoch's number, params, opt_state, F, IFOs, time and the
@@ -366,6 +381,37 @@ def fit(optimizer: optax.GradientTransformation, loss_fn: Callable[[PyTree, PyTr
 
     Returns:
       A :class:`FitResult`.
+
+    Raises:
+      TypeError: for an ``optimizer`` that is not an optax transformation, a ``key`` that
+        is not a PRNG key, ``params`` or ``data`` that are not arrays (or pytrees of
+        arrays), a ``callback`` that is not callable, or a ``progress`` that is not a bool.
+      ValueError: for traced ``params``, ``opt_state`` or ``key`` (use :func:`pure_fit`
+        inside ``jax.jit``/``jax.vmap``); a size that is not a positive int or out of
+        range (``batch_size`` above n, ``refresh_batch_size`` outside [1, n], a batch other
+        than n for a full-batch method, a ``steps_per_epoch`` below q that does not divide
+        q, a refresh period q < 2); neither or both of ``num_epochs`` and ``num_steps`` in
+        finite-sum mode; online mode without ``num_steps`` (or, for a variance-reduced
+        method, ``refresh_batch_size``), or with a full-batch method, ``record_variance`` or
+        ``mesh``; a ``loss_fn`` that fails on a sample or does not return a real scalar; an
+        optimizer without an rproxjax step or with a transformation chained after it; an
+        ``opt_state`` that does not match the optimizer; ``params`` off their manifolds or
+        of a dtype other than float32/float64; a bad ``mesh``/``data_axis``; an
+        ``initial_ifo`` that is not an int >= 0; a data set without samples; a stream that
+        ends before ``num_steps``.
+      RuntimeError: ``throw=True`` and the run halted (the run as ``err.result``).
+
+    Example:
+        >>> import jax, rproxjax
+        >>> z = jax.random.normal(jax.random.key(0), (64, 8))
+        >>> x0 = rproxjax.stiefel.random_point(jax.random.key(1), 8, 2)
+        >>> opt = rproxjax.r_prox_sgd(0.1, 0.5, rproxjax.l1(0.05))
+        >>> res = rproxjax.fit(opt, rproxjax.problems.spca_loss, x0, z, key=jax.random.key(2),
+        ...                    batch_size=16, num_epochs=2, throw=True)
+        >>> res.params.shape, [int(i) for i in res.epoch_ifo]
+        ((8, 2), [0, 64, 128])
+        >>> bool(rproxjax.stiefel.feasibility(res.params) < 1e-4)
+        True
     """
     if _is_traced((params, opt_state, key)):
         raise ValueError("fit drives epochs from the host and cannot be traced; inside "

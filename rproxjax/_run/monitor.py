@@ -47,6 +47,20 @@ class EpochInfo(NamedTuple):
         info.opt_state, key=info.key, initial_ifo=int(info.ifo))`` from ``info.params``
         continues it as the uninterrupted run would (finite-sum mode; online mode keeps
         the run's key).
+
+    Example:
+        >>> import jax, rproxjax
+        >>> z = jax.random.normal(jax.random.key(0), (64, 8))
+        >>> x0 = rproxjax.stiefel.random_point(jax.random.key(1), 8, 2)
+        >>> opt = rproxjax.r_prox_sgd(0.1, 0.5, rproxjax.l1(0.05))
+        >>> seen = []
+        >>> def stop_after_one(info):
+        ...     seen.append((int(info.epoch), int(info.num_epochs), int(info.ifo)))
+        ...     return info.epoch >= 1  # a true value stops the run
+        >>> res = rproxjax.fit(opt, rproxjax.problems.spca_loss, x0, z, key=jax.random.key(2),
+        ...                    batch_size=16, num_epochs=3, callback=stop_after_one)
+        >>> seen, res.epoch_loss.shape
+        ([(1, 3, 64)], (2,))
     """
 
     epoch: int | np.ndarray

@@ -75,6 +75,17 @@ class History(NamedTuple):
       loss: F(X_{t+1}) = f + h after each step, if ``record_loss``, else None
         (f over the whole data set in finite-sum mode, over the current
         minibatch in online mode).
+
+    Example:
+        >>> import jax, rproxjax
+        >>> z = jax.random.normal(jax.random.key(0), (64, 8))
+        >>> x0 = rproxjax.stiefel.random_point(jax.random.key(1), 8, 2)
+        >>> opt = rproxjax.r_prox_sgd(0.1, 0.5, rproxjax.l1(0.05))
+        >>> res = rproxjax.fit(opt, rproxjax.problems.spca_loss, x0, z, key=jax.random.key(2),
+        ...                    batch_size=16, num_epochs=2, record_loss=True)
+        >>> h = res.history
+        >>> h.zeta_norm.shape, h.loss.shape, h.variance is None, bool(h.halted.any())
+        ((8,), (8,), True, False)
     """
 
     ifo: Array

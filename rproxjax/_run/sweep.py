@@ -35,6 +35,24 @@ def sweep(fn: Callable[..., PyTree], *args: PyTree, lanes: Literal["auto", "vmap
     Either way the result is the same pytree, stacked along a leading axis, and the
     program compiles once; call it inside ``jax.jit``.
 
+    Args:
+      fn: the function of one lane, ``fn(*lane_args) -> pytree``.
+      *args: arrays or pytrees of arrays (NumPy or JAX), mapped over their leading axis,
+        which all share (one entry per lane).
+      lanes: ``"auto"``, ``"vmap"`` or ``"map"`` (above).
+      batch_size: with ``lanes="map"`` (or ``"auto"``), lanes vmapped at a time (a
+        positive int), or None.
+
+    Returns:
+      ``fn``'s outputs for every lane, stacked along a new leading axis.
+
+    Raises:
+      TypeError: for an ``fn`` that is not callable, or ``args`` that are not arrays (or
+        pytrees of arrays).
+      ValueError: for an unknown ``lanes``, no ``args``, an argument without a leading axis
+        (a scalar), arguments of different leading sizes, a ``batch_size`` that is not a
+        positive int, or a ``batch_size`` with ``lanes="vmap"``.
+
     Example:
         >>> import jax, jax.numpy as jnp, rproxjax
         >>> x = rproxjax.stiefel.random_point(jax.random.key(0), 20, 3)

@@ -74,6 +74,16 @@ class SubproblemInfo(NamedTuple):
         call starts where this one ended.
       num_breakpoints: threshold crossings followed by the path steps of tight l1 solves
         (:mod:`rproxjax._ssn.path`), summed over Newton steps (int32; 0 for other solves).
+
+    Example:
+        >>> import jax, rproxjax
+        >>> x = rproxjax.stiefel.random_point(jax.random.key(0), 20, 3)
+        >>> g = jax.random.normal(jax.random.key(1), (20, 3))
+        >>> zeta, info = rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(0.1))
+        >>> info.lam.shape, info.subgradient.shape, info.num_steps.dtype
+        ((3, 3), (20, 3), dtype('int32'))
+        >>> rproxjax.describe(info.status)
+        'converged: the residual is below the tolerance'
     """
 
     lam: Array
@@ -110,6 +120,12 @@ def default_tol(dtype: DTypeLike | None) -> float:
     zeta, not a bound on its distance to the exact solution: that distance is a few
     times ||E|| where the subproblem is well conditioned and grows with its
     degeneracy (columns of Y with fewer nonzeros than r).
+
+    Args:
+      dtype: the solve's dtype, float32 or float64.
+
+    Returns:
+      The tolerance, a Python float.
 
     Raises:
       ValueError: for a dtype other than float32 and float64 (``None`` included).

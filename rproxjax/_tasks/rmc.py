@@ -52,7 +52,7 @@ _METHODS = tuple(DEFAULT_STEPS)
 
 
 class RMCResult(NamedTuple):
-    """Outcome of :func:`robust_matrix_completion`.
+    """Outcome of :func:`robust_matrix_completion` (whose example shows one).
 
     Attributes:
       low_rank: the m x n low-rank estimate L = U V (the completed matrix without outliers).

@@ -51,6 +51,8 @@ NONZERO_RTOL = 0.02
 class SparsePCAPath(NamedTuple):
     """The regularization path of a ``nonzeros=`` target: one entry per mu tried.
 
+    It is :func:`sparse_pca`'s ``result.path`` (None without a ``nonzeros=`` target).
+
     Attributes:
       mu: the l1 weights, increasing.
       nonzeros: total nonzeros of the components at each mu.
@@ -66,7 +68,7 @@ class SparsePCAPath(NamedTuple):
 
 
 class SparsePCAResult(NamedTuple):
-    """What :func:`sparse_pca` returns.
+    """What :func:`sparse_pca` returns (its example shows one).
 
     Attributes:
       components: the loadings X, d x r with orthonormal columns (X^T X = I); refitted on
@@ -114,7 +116,13 @@ class SparsePCAResult(NamedTuple):
     settings: dict[str, Any]
 
     def transform(self, data: ArrayLike) -> Array:
-        """(data - mean) X: new rows (m x d) in the components' coordinates (m x r)."""
+        """(data - mean) X: new rows (m x d) in the components' coordinates (m x r).
+
+        Raises:
+          TypeError: for ``data`` that is not an array of numbers.
+          ValueError: for ``data`` that is not 2-D, has other than d columns, or has a
+            floating dtype other than float32 and float64.
+        """
         data = _as_matrix("data", data, None)
         if data.shape[1] != self.components.shape[0]:
             raise ValueError(f"data must have d = {self.components.shape[0]} columns, got "
