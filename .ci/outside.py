@@ -1,7 +1,8 @@
 """CI, from an installed wheel outside the clone: every shipped data set loads, and the
-README's Python examples run as written (in order, in one namespace).
+Python examples of the README and of the getting-started page run as written (each page's
+blocks in order, in one namespace).
 
-Usage: python outside.py README.md  (run in a folder that is not the clone)
+Usage: python outside.py README.md getting_started.md  (in a folder that is not the clone)
 """
 
 import pathlib
@@ -24,7 +25,9 @@ assert len(datasets.load_subproblems(10)) > 0
 shipped = sorted(p.name for p in datasets.default_data_dir().iterdir())
 print("data in the wheel:", ", ".join(shipped))
 
-readme = pathlib.Path(sys.argv[1]).read_text()
-code = "\n".join(re.findall(r"```python\n(.*?)```", readme, flags=re.S))
-exec(compile(code, "README.md", "exec"), {"__name__": "__readme__"})  # noqa: S102
-print("the README's examples ran from the wheel")
+for page in sys.argv[1:]:
+    text = pathlib.Path(page).read_text()
+    code = "\n".join(re.findall(r"```python\n(.*?)```", text, flags=re.S))
+    assert code, f"{page} has no Python blocks"
+    exec(compile(code, page, "exec"), {"__name__": "__page__"})  # noqa: S102
+    print(f"the examples of {page} ran from the wheel")
