@@ -203,8 +203,9 @@ class Stiefel(_Manifold):
       reg, retraction, step_scale: as given (see :class:`Block`).
 
     Raises:
-      ValueError: for an unknown retraction, a ``reg`` without a ``prox`` method, or a
-        concrete ``step_scale`` that is not finite and > 0.
+      ValueError: for an unknown retraction, a ``reg`` without the ``prox`` and
+        ``prox_jacobian`` methods the subproblem's Newton steps use, or a concrete
+        ``step_scale`` that is not finite and > 0.
       TypeError: for a ``step_scale`` that is not a number.
 
     Example:
@@ -216,6 +217,14 @@ class Stiefel(_Manifold):
     """
 
     retractions = stiefel.RETRACTIONS
+
+    def __init__(self, reg: Regularizer | None = None, retraction: str = "polar",
+                 step_scale: ArrayLike = 1.0) -> None:
+        if reg is not None and hasattr(reg, "prox") and not hasattr(reg, "prox_jacobian"):
+            raise ValueError(
+                "a Stiefel block's reg must be a regularizer with prox and prox_jacobian "
+                f"(rproxjax.l1, rproxjax.l21: the subproblem's Newton steps), got {reg!r}.")
+        super().__init__(reg, retraction, step_scale)
 
     def project(self, x: Array, u: Array) -> Array:
         return stiefel.project(x, u)

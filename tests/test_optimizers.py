@@ -253,6 +253,14 @@ def test_bad_inputs_raise_clear_errors():
         rproxjax.Grassmann(rproxjax.l1(0.1))
     with pytest.raises(ValueError, match="must be a regularizer"):
         rproxjax.Stiefel("l1")
+
+    class ProxOnly:  # enough for a Euclidean block's closed form, not for Newton steps
+        def prox(self, v, t):
+            return v
+
+    rproxjax.Euclidean(ProxOnly())
+    with pytest.raises(ValueError, match="prox and prox_jacobian"):
+        rproxjax.Stiefel(ProxOnly())
     with pytest.raises(ValueError, match="reg must be None or a regularizer"):
         rproxjax.r_prox_sgd(0.1, 0.1, {"a": 1.0})
 
