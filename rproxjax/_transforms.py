@@ -25,6 +25,7 @@ ones (under ``jit``/``vmap``, or schedules' values) only by these flags.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, NamedTuple
 
 import jax
@@ -96,6 +97,20 @@ def blocks_state(blocks, params):
     return jax.tree.map(lambda a: jnp.asarray(a, dtype), blocks)
 
 
+def _no_retraction(name, retraction):
+    """The Stiefel block's retraction for a direction transformation, which never retracts:
+    a ``retraction`` given to it would be silently unused (the chain's :func:`retract`
+    chooses), so it warns; the name is still checked."""
+    if retraction is None:
+        return "polar"
+    warnings.warn(
+        f"{name}(retraction={retraction!r}) has no effect and will be removed in rproxjax "
+        "0.4: it does not retract. Give the retraction to the chain's "
+        f"retract(eta, retraction={retraction!r}) (the named optimizers take retraction=).",
+        DeprecationWarning, stacklevel=3)
+    return retraction
+
+
 def check_state(state, cls, name):
     if not isinstance(state, cls):
         raise ValueError(f"{name}.update got a {type(state).__name__}, not a {cls.__name__}: "
@@ -155,7 +170,7 @@ class ProximalStepState(NamedTuple):
 
 
 def proximal_step(gamma: ScalarOrSchedule, reg: Regularizer | None = None, *,
-                  blocks: PyTree | None = None, retraction: str = "polar",
+                  blocks: PyTree | None = None, retraction: str | None = None,
                   ssn: SSN | None = None) -> optax.GradientTransformationExtraArgs:
     r"""The proximal step: V_t -> zeta_t, solving on each block
 
@@ -171,7 +186,8 @@ def proximal_step(gamma: ScalarOrSchedule, reg: Regularizer | None = None, *,
       gamma: the proximal step (scalar or schedule of the step count).
       reg: a regularizer for one Stiefel block (params a d x r matrix), or None.
       blocks: instead of ``reg``, a block or pytree of blocks matching params.
-      retraction: the Stiefel block's retraction (with ``reg``).
+      retraction: deprecated, without effect: this step does not retract; the chain's
+        :func:`retract` does, with its own ``retraction`` (``DeprecationWarning``).
       ssn: the subproblem solver's settings, :class:`rproxjax.SSN` (default
         ``SSN.stochastic()``, as every stochastic optimizer).
 
@@ -197,7 +213,7 @@ def proximal_step(gamma: ScalarOrSchedule, reg: Regularizer | None = None, *,
     """
     gamma = hyper("gamma", gamma)
     ssn = with_deprecated(ssn, "proximal_step", {}, {}, SSN.stochastic)
-    blocks = as_blocks(reg, blocks, retraction)
+    blocks = as_blocks(reg, blocks, _no_retraction("proximal_step", retraction))
 
     def init(params):
         check_params(blocks, params)
@@ -241,7 +257,8 @@ class SubgradientState(NamedTuple):
 
 
 def subgradient_direction(reg: Regularizer | None = None, *, blocks: PyTree | None = None,
-                          retraction: str = "polar") -> optax.GradientTransformationExtraArgs:
+                          retraction: str | None = None,
+                          ) -> optax.GradientTransformationExtraArgs:
     """V_t -> -step_scale P_X(V_t + s), s = ``reg.subgradient(X)`` in dh(X) (mu sign(X) for
     l1): the Riemannian subgradient direction; Euclidean blocks take -(V_t + s).
 
@@ -252,8 +269,8 @@ def subgradient_direction(reg: Regularizer | None = None, *, blocks: PyTree | No
       reg: a regularizer with a ``subgradient`` method for one Stiefel block (params a
         d x r matrix), or None for h = 0.
       blocks: instead of ``reg``, a block or pytree of blocks matching params.
-      retraction: the Stiefel block's retraction (with ``reg``; it is checked here and
-        used by :func:`retract`).
+      retraction: deprecated, without effect: this direction does not retract; the
+        chain's :func:`retract` does, with its own ``retraction`` (``DeprecationWarning``).
 
     Returns:
       An :class:`optax.GradientTransformationExtraArgs` with state
@@ -271,7 +288,7 @@ def subgradient_direction(reg: Regularizer | None = None, *, blocks: PyTree | No
         >>> bool(jnp.allclose(d, -rproxjax.stiefel.project(x, jnp.ones((6, 2)) + s), atol=1e-6))
         True
     """
-    blocks = as_blocks(reg, blocks, retraction)
+    blocks = as_blocks(reg, blocks, _no_retraction("subgradient_direction", retraction))
 
     def init(params):
         check_params(blocks, params)

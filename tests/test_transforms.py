@@ -1,5 +1,7 @@
 """The transformation contract: chains, the runner's needs, compile-once, the step record."""
 
+import warnings
+
 import chex
 import jax
 import jax.numpy as jnp
@@ -138,6 +140,25 @@ def test_transforms_compose_into_the_named_optimizers(data):
     b = _fit(rproxjax.r_prox_spb(0.5, 0.2, reg, q=4), data)
     chex.assert_trees_all_equal((a.params, a.epoch_loss, a.epoch_ifo, a.history),
                                 (b.params, b.epoch_loss, b.epoch_ifo, b.history))
+
+
+def test_a_retraction_given_to_a_direction_is_not_silently_unused():
+    """proximal_step and subgradient_direction never retract: the chain's retract does. A
+    retraction given to them would be ignored, so it is deprecated with a warning that
+    names where it belongs; without it nothing warns."""
+    reg = rproxjax.l1(0.1)
+    with pytest.warns(DeprecationWarning, match=r"retract\(eta, retraction='exp'\)"):
+        rproxjax.proximal_step(0.2, reg, retraction="exp")
+    with pytest.warns(DeprecationWarning, match="has no effect"):
+        rproxjax.subgradient_direction(reg, retraction="qr")
+    with pytest.raises(ValueError, match="unknown retraction"), pytest.warns(DeprecationWarning):
+        rproxjax.proximal_step(0.2, reg, retraction="nope")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rproxjax.proximal_step(0.2, reg)
+        rproxjax.subgradient_direction(reg)
+        rproxjax.r_prox_sgd(0.5, 0.2, reg, retraction="exp")  # the named ones retract
+        rproxjax.r_subgrad(0.5, reg, retraction="qr")
 
 
 def test_full_batch_method_refuses_minibatches(data):
