@@ -40,7 +40,7 @@ import jax.numpy as jnp
 import optax
 
 from rproxjax import _checks
-from rproxjax._blocks import as_blocks
+from rproxjax._blocks import as_blocks, is_block
 from rproxjax._estimators import sarah_estimator, svrg_estimator
 from rproxjax._ssn.config import SSN, SSN_RTOL, with_deprecated
 from rproxjax._transforms import (
@@ -408,8 +408,8 @@ def r_spider_boost(learning_rate: ScalarOrSchedule, gamma: ScalarOrSchedule, *, 
       learning_rate: eta (scalar or schedule).
       gamma: the proximal step (scalar or schedule).
       q: refresh period (a Python int >= 1: it shapes compiled loops).
-      blocks: a pytree of blocks matching ``params`` (their regularizers are used), or
-        None for one Stiefel block.
+      blocks: a pytree of blocks matching ``params``, none with a regularizer (h = 0;
+        :func:`r_prox_spb` takes regularized blocks), or None for one Stiefel block.
       retraction: as in :func:`r_prox_sgd`.
 
     Returns:
@@ -417,7 +417,7 @@ def r_spider_boost(learning_rate: ScalarOrSchedule, gamma: ScalarOrSchedule, *, 
 
     Raises:
       ValueError: for a concrete step size that is not a scalar, finite and > 0, a ``q`` that
-        is not an int >= 1, or a bad ``blocks``/``retraction``.
+        is not an int >= 1, a block with a regularizer, or a bad ``blocks``/``retraction``.
       TypeError: for a step size that is neither a number nor a schedule.
 
     Example:
@@ -434,6 +434,10 @@ def r_spider_boost(learning_rate: ScalarOrSchedule, gamma: ScalarOrSchedule, *, 
         >>> bool(rproxjax.stiefel.feasibility(x) < 1e-5), bool(jnp.trace(x.T @ a @ x) > f0)
         (True, True)
     """
+    if blocks is not None and any(getattr(b, "reg", None) is not None for b in jax.tree.leaves(
+            as_blocks(None, blocks), is_leaf=is_block)):
+        raise ValueError("r_spider_boost is R-ProxSPB with h = 0: its blocks take no "
+                         "regularizer; use r_prox_spb(eta, gamma, q=q, blocks=...) for h.")
     return r_prox_spb(learning_rate, gamma, None, q=q, blocks=blocks, retraction=retraction)
 
 

@@ -261,6 +261,9 @@ def test_bad_inputs_raise_clear_errors():
     rproxjax.Euclidean(ProxOnly())
     with pytest.raises(ValueError, match="prox and prox_jacobian"):
         rproxjax.Stiefel(ProxOnly())
+    with pytest.raises(ValueError, match="h = 0"):  # R-SpiderBoost has no prox subproblem
+        rproxjax.r_spider_boost(0.1, 0.1, q=4, blocks={"a": rproxjax.Stiefel(rproxjax.l1(0.1))})
+    rproxjax.r_spider_boost(0.1, 0.1, q=4, blocks={"a": rproxjax.Stiefel()})
     with pytest.raises(ValueError, match="reg must be None or a regularizer"):
         rproxjax.r_prox_sgd(0.1, 0.1, {"a": 1.0})
 
