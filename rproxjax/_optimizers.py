@@ -104,8 +104,8 @@ def inverse_sqrt_schedule(init_value: ArrayLike, offset: int = 1,
 
     Raises:
       ValueError: for an ``init_value`` or ``offset`` that is not a scalar, finite and > 0,
-        or a ``power`` that is not a scalar >= 0.
-      TypeError: for an ``init_value`` or ``offset`` that is not a number.
+        or a concrete ``power`` that is not a scalar, finite and >= 0.
+      TypeError: for an ``init_value``, ``offset`` or ``power`` that is not a number.
 
     Example:
         >>> import rproxjax
@@ -115,8 +115,9 @@ def inverse_sqrt_schedule(init_value: ArrayLike, offset: int = 1,
     """
     hyper("init_value", init_value)
     hyper("offset", offset)  # eta_0 = init_value / offset^power must be finite
-    if not jnp.ndim(power) == 0 or not float(power) >= 0:
+    if jnp.ndim(power) != 0:
         raise ValueError(f"power must be a scalar >= 0, got {power!r}.")
+    _checks.check_nonnegative("power", power)  # concrete values; a traced one is used as is
     return InverseSqrtSchedule(jnp.asarray(init_value), jnp.asarray(offset),
                                jnp.asarray(power))
 

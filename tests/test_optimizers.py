@@ -264,6 +264,15 @@ def test_bad_inputs_raise_clear_errors():
     with pytest.raises(ValueError, match="h = 0"):  # R-SpiderBoost has no prox subproblem
         rproxjax.r_spider_boost(0.1, 0.1, q=4, blocks={"a": rproxjax.Stiefel(rproxjax.l1(0.1))})
     rproxjax.r_spider_boost(0.1, 0.1, q=4, blocks={"a": rproxjax.Stiefel()})
+    for power in (float("inf"), -0.5, float("nan")):
+        with pytest.raises(ValueError, match="power must be finite and >= 0"):
+            rproxjax.inverse_sqrt_schedule(1.0, power=power)
+    with pytest.raises(TypeError, match="power must be a real number"):
+        rproxjax.inverse_sqrt_schedule(1.0, power="half")
+    # a traced power (a sweep over it) is a value of the schedule, not a Python float
+    etas = jax.jit(jax.vmap(lambda p: rproxjax.inverse_sqrt_schedule(1.0, power=p)(3)))(
+        jnp.array([0.5, 1.0]))
+    np.testing.assert_allclose(etas, [0.5, 0.25], rtol=1e-6)
     with pytest.raises(ValueError, match="reg must be None or a regularizer"):
         rproxjax.r_prox_sgd(0.1, 0.1, {"a": 1.0})
 
