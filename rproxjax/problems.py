@@ -78,7 +78,9 @@ def spca_objective(x: ArrayLike, data: ArrayLike, mu: ArrayLike,
         raise ValueError(f"data must be an n x d array with d = {d} (the rows of x), got shape "
                          f"{jnp.shape(data)}.")
     chunk = _checks.index_or_none(chunk_size)
-    if chunk is None or chunk < 1:
+    if chunk is None:
+        raise TypeError(f"chunk_size must be a positive int, got {chunk_size!r}.")
+    if chunk < 1:
         raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}.")
     chunk_size = chunk
     n = data.shape[0]  # type: ignore[union-attr]

@@ -1061,17 +1061,17 @@ def _spb_stream(num_steps):
 NAN_ROW = _concrete_cache(lambda: _data().at[5].set(jnp.nan))
 
 FIT = [
-    # bool / NumPy integers where an int is expected
-    case("batch_size=True", lambda: _fit(batch_size=True), raises(ValueError, "batch_size")),
-    case("num_epochs=True", lambda: _fit(num_epochs=True), raises(ValueError, "num_epochs")),
+    # bool / NumPy integers where an int is expected (a bool is a TypeError)
+    case("batch_size=True", lambda: _fit(batch_size=True), raises(TypeError, "batch_size")),
+    case("num_epochs=True", lambda: _fit(num_epochs=True), raises(TypeError, "num_epochs")),
     case("steps_per_epoch=True", lambda: _fit(steps_per_epoch=True),
-         raises(ValueError, "steps_per_epoch")),
-    case("chunk_size=True", lambda: _fit(chunk_size=True), raises(ValueError, "chunk_size")),
+         raises(TypeError, "steps_per_epoch")),
+    case("chunk_size=True", lambda: _fit(chunk_size=True), raises(TypeError, "chunk_size")),
     case("num_steps=True", lambda: _fit(num_epochs=None, num_steps=True),
-         raises(ValueError, "num_steps")),
+         raises(TypeError, "num_steps")),
     case("refresh_batch_size=True", lambda: _fit(_boost(), batch_size=10,
                                                  refresh_batch_size=True),
-         raises(ValueError, "refresh_batch_size")),
+         raises(TypeError, "refresh_batch_size")),
     case("batch_size=np.int64(20)", lambda: _fit(batch_size=np.int64(20)),
          returns(_same_fit(lambda: _fit(batch_size=20)))),
     case("num_epochs=np.int64(1)", lambda: _fit(num_epochs=np.int64(1)),

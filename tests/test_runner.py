@@ -203,8 +203,8 @@ def test_steps_per_epoch_gives_finer_curves(planted):
                        num_epochs=3, steps_per_epoch=12)
     assert res.history.refresh.shape == (3 * 10,)
     np.testing.assert_array_equal(res.epoch_ifo, (2 * (1200 + 4 * 60)) * np.arange(4))
-    for bad in (0, -3, 2.5):
-        with pytest.raises(ValueError, match="steps_per_epoch"):
+    for bad, error in ((0, ValueError), (-3, ValueError), (2.5, TypeError)):
+        with pytest.raises(error, match="steps_per_epoch"):
             rproxjax.fit(_sgd(0.1), _loss, x0, data, key=jax.random.key(0), batch_size=30,
                          num_epochs=1, steps_per_epoch=bad)
 

@@ -22,7 +22,7 @@ def positive_int(name, value, allow_none=True):
     if value is None and allow_none:
         return None
     if isinstance(value, bool) or not hasattr(value, "__index__") or jnp.ndim(value) != 0:
-        raise ValueError(f"{name} must be a positive int, got {value!r}.")
+        raise TypeError(f"{name} must be a positive int, got {value!r}.")
     value = operator.index(value)
     if value < 1:
         raise ValueError(f"{name} must be a positive int, got {value!r}.")

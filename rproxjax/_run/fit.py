@@ -385,9 +385,10 @@ def fit(optimizer: optax.GradientTransformation, loss_fn: Callable[[PyTree, PyTr
     Raises:
       TypeError: for an ``optimizer`` that is not an optax transformation, a ``key`` that
         is not a PRNG key, ``params`` or ``data`` that are not arrays (or pytrees of
-        arrays), a ``callback`` that is not callable, or a ``progress`` that is not a bool.
+        arrays), a ``callback`` that is not callable, a ``progress`` that is not a bool, or
+        a size (``batch_size``, ``num_epochs``, ...) that is not an int (a bool, a float).
       ValueError: for traced ``params``, ``opt_state`` or ``key`` (use :func:`pure_fit`
-        inside ``jax.jit``/``jax.vmap``); a size that is not a positive int or out of
+        inside ``jax.jit``/``jax.vmap``); a size below 1 or out of
         range (``batch_size`` above n, ``refresh_batch_size`` outside [1, n], a batch other
         than n for a full-batch method, a ``steps_per_epoch`` below q that does not divide
         q, a refresh period q < 2); neither or both of ``num_epochs`` and ``num_steps`` in

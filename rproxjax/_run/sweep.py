@@ -47,11 +47,11 @@ def sweep(fn: Callable[..., PyTree], *args: PyTree, lanes: Literal["auto", "vmap
       ``fn``'s outputs for every lane, stacked along a new leading axis.
 
     Raises:
-      TypeError: for an ``fn`` that is not callable, or ``args`` that are not arrays (or
-        pytrees of arrays).
+      TypeError: for an ``fn`` that is not callable, ``args`` that are not arrays (or
+        pytrees of arrays), or a ``batch_size`` that is not an int.
       ValueError: for an unknown ``lanes``, no ``args``, an argument without a leading axis
-        (a scalar), arguments of different leading sizes, a ``batch_size`` that is not a
-        positive int, or a ``batch_size`` with ``lanes="vmap"``.
+        (a scalar), arguments of different leading sizes, a ``batch_size`` below 1, or a
+        ``batch_size`` with ``lanes="vmap"``.
 
     Example:
         >>> import jax, jax.numpy as jnp, rproxjax
@@ -77,7 +77,9 @@ def sweep(fn: Callable[..., PyTree], *args: PyTree, lanes: Literal["auto", "vmap
         raise ValueError(f"args must have one common leading size (the lanes), got {sizes}.")
     if batch_size is not None:
         size = _checks.index_or_none(batch_size)
-        if size is None or size < 1:
+        if size is None:
+            raise TypeError(f"batch_size must be a positive int or None, got {batch_size!r}.")
+        if size < 1:
             raise ValueError(f"batch_size must be a positive int or None, got {batch_size!r}.")
     if lanes == "vmap" and batch_size is not None:
         raise ValueError("batch_size applies to lanes='map' (lanes vmapped at a time); "
