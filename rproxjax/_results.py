@@ -21,13 +21,15 @@ class Status(enum.IntEnum):
     over blocks (``History.ssn_status``). ``Status(code).message`` (or :func:`describe`)
     gives a readable message.
 
-    Attributes:
-      SUCCESSFUL: 0, converged: the residual met the tolerance.
-      MAX_STEPS_REACHED: 1, not converged within ``max_steps``.
-      NONFINITE: 2, a non-finite value (NaN or inf) appeared; zeta = 0.
-      COLLAPSED: 3, not converged and the prox zeroed a whole column of X + zeta; zeta = 0.
-      INVALID: 4, a traced argument is invalid (t <= 0, mu < 0, or a bad tolerance);
-        zeta = 0.
+    The codes (each member is documented below too):
+
+    * ``SUCCESSFUL`` (0): converged, the residual met the tolerance.
+    * ``MAX_STEPS_REACHED`` (1): not converged within ``max_steps``.
+    * ``NONFINITE`` (2): a non-finite value (NaN or inf) appeared; zeta = 0.
+    * ``COLLAPSED`` (3): not converged and the prox zeroed a whole column of X + zeta;
+      zeta = 0.
+    * ``INVALID`` (4): a traced argument is invalid (t <= 0, mu < 0, or a bad tolerance);
+      zeta = 0.
 
     Example:
         >>> from rproxjax import Status
