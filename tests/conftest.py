@@ -70,6 +70,7 @@ def planted():
 #   checks, compile counts, a saved state resuming bit-identically, the callback stopping a
 #   run.
 ONE_VARIANT = {
+    "test_results_provenance.py::test_a_published_run_replays_with_the_present_library",
     "test_transforms.py::test_chain_with_preprocessing_matches_the_bare_optimizer",
     "test_array_likes.py::test_num_steps_is_exact_and_a_prefix_of_the_longer_run",
     "test_subproblem_derivatives.py::test_mu_zero_derivative_is_the_smooth_problems",

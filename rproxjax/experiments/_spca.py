@@ -44,6 +44,7 @@ import rproxjax
 from rproxjax import datasets, problems
 from rproxjax._contract import block_cost
 from rproxjax._linalg import mm
+from rproxjax.experiments._configs import SPCAConfig
 from rproxjax.experiments._spca_protocol import (
     BLOCK_METHODS,
     GAMMA_METHODS,
@@ -247,3 +248,48 @@ def _gamma_panel(name, cfg, store, data, lipschitz, progress):
                                    f"seed {seed}")
                     store.put(key, _run(method, eta, mu, cfg, data, seed, lipschitz,
                                         gamma=gamma))
+
+
+def config_of(result: dict) -> SPCAConfig:
+    """The :class:`SPCAConfig` a results file records (its lists back to tuples)."""
+    saved = result["config"]
+    return SPCAConfig(**{f.name: tuple(saved[f.name]) if isinstance(saved[f.name], list)
+                         else saved[f.name] for f in dataclasses.fields(SPCAConfig)})
+
+
+def replay(result: dict, key: str) -> dict:
+    """Recomputes the reported run ``key`` of a results file with the present library.
+
+    Args:
+      result: a sparse PCA results file (:func:`rproxjax.experiments.load`).
+      key: a reported run's unit, ``"run/<method>/mu=<panel>/seed=<seed>"`` or
+        ``"gamma/<method>/gamma=<gamma>/seed=<seed>"``.
+
+    Returns:
+      The unit as :func:`run` computes it now (its curves as arrays), for comparison with
+      the saved one (``result["units"][key]``): the same losses where the library still
+      computes what it computed then (the times differ).
+
+    Raises:
+      KeyError: ``key`` is not a reported run of the file.
+      ValueError: the file is not a sparse PCA experiment, or float64 without x64.
+    """
+    if result.get("config", {}).get("kind") != "spca":
+        raise ValueError(f"{result.get('name')!r} is not a sparse PCA results file.")
+    parts = key.split("/")
+    if len(parts) != 4 or parts[0] not in ("run", "gamma"):
+        raise KeyError(f"{key!r} is not a reported run (run/... or gamma/...).")
+    kind, method, where, _seed = parts
+    saved = result["units"][key]
+    cfg = config_of(result)
+    data = jnp.asarray(load_data(cfg.dataset, cfg.n, cfg.seed, check_dtype(cfg.dtype)))
+    setup = result["units"]["setup"]
+    if kind == "run":
+        panel = where.removeprefix("mu=")
+        mu = {p["key"]: p["mu"] for p in panel_mus(cfg.mu_fractions, cfg.mus,
+                                                   setup["mu_degenerate"])}[panel]
+    else:
+        mu = cfg.gamma_mu_fraction * setup["mu_degenerate"]
+    gamma = None if method in ("R-Subgrad", SINGLE_SAMPLE, "ManPG") else saved["gamma"]
+    return _run(method, saved["eta"], mu, cfg, data, saved["seed"], setup["lipschitz"],
+                gamma=gamma)
