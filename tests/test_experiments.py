@@ -187,6 +187,59 @@ def test_resume_reads_saved_units_and_refuses_another_configuration(tiny_results
         experiments.run(name, out_dir=tmp_path, config=other, progress=False)
 
 
+
+class _Interrupted(Exception):
+    pass
+
+
+def test_an_interrupted_tuning_resumes_from_its_checkpoint_bit_identically(tmp_path):
+    """A tuning (hours at paper size) saves each chunk of runs as it finishes: stopped after
+    two chunks, a resumed tuning reads those two back, runs the rest, and chooses and
+    records exactly what an uninterrupted one does; its checkpoint is dropped once the
+    tuning is saved, and pieces from another source are never reused."""
+    import jax.numpy as jnp
+
+    from rproxjax.experiments import _spca
+    from rproxjax.experiments._store import Checkpoint, Store
+
+    cfg = dataclasses.replace(experiments.get_config("spca-mnist-r10", "tiny"),
+                              tuning_lanes=1)  # one lane a chunk: several chunks
+    data = jnp.asarray(_spca.load_data(cfg.dataset, cfg.n, cfg.seed, np.float64))
+    here = {"commit": "a" * 40, "tree_clean": True}
+    key, method, mus = "tuning/R-Subgrad", "R-Subgrad", [0.2]
+
+    def tune(checkpoint):
+        out = _spca._tune(method, cfg, data, mus, checkpoint=checkpoint)
+        out.pop("wall_time")
+        return out
+
+    whole = tune(Checkpoint(Store(tmp_path / "whole", "x", {}), key, here))
+
+    class StopsAfterTwo(Checkpoint):
+        def put(self, piece, value):
+            super().put(piece, value)
+            if len(self.pieces) == 2:
+                raise _Interrupted
+
+    with pytest.raises(_Interrupted):
+        tune(StopsAfterTwo(Store(tmp_path, "x", {}), key, here))
+    assert len(json.loads((tmp_path / "x.json").read_text())["checkpoints"][key]["pieces"]) == 2
+    store = Store(tmp_path, "x", {})  # a new process: the file read back
+    resumed = Checkpoint(store, key, here)
+    assert tune(resumed) == whole
+    assert resumed.reused == 2 and len(resumed.pieces) > 2
+    store.put(key, {"choices": whole["choices"]})
+    resumed.close()
+    assert "checkpoints" not in json.loads((tmp_path / "x.json").read_text())
+
+    with pytest.raises(_Interrupted):
+        tune(StopsAfterTwo(Store(tmp_path / "other", "x", {}), key, here))
+    store = Store(tmp_path / "other", "x", {})
+    elsewhere = Checkpoint(store, key, {"commit": "b" * 40, "tree_clean": True})
+    dirty = Checkpoint(store, key, dict(here, tree_clean=False))
+    assert elsewhere.pieces == {} and dirty.pieces == {}
+    assert tune(elsewhere) == whole and elsewhere.reused == 0
+
 def test_bad_names_and_sizes():
     with pytest.raises(ValueError, match="unknown experiment"):
         experiments.get_config("spca-coil100")

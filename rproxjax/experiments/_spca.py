@@ -129,11 +129,19 @@ def _seed_keys(seed: int):
     return key, jax.random.fold_in(key, 1)
 
 
-def _tune(method, cfg, data, mus, gammas=None) -> dict:
+def _tune(method, cfg, data, mus, gammas=None, checkpoint=None) -> dict:
     """The tuning of ``method`` on the tuning seeds (:func:`_spca_tuning.tune`)."""
     keys = [jnp.stack(_seed_keys(s)) for s in cfg.tuning_seeds]
     return tune(method, cfg, data, mus, optimizer=optimizer, schedule=schedule,
-                seed_keys=keys, gammas=gammas)
+                seed_keys=keys, gammas=gammas, checkpoint=checkpoint)
+
+
+def _put_tuning(store, key, method, cfg, data, mus, gammas=None) -> None:
+    """Tunes ``method`` and saves the tuning as the unit ``key``; its chunks of runs are
+    checkpointed meanwhile (a tuning takes up to hours), and dropped once it is saved."""
+    checkpoint = store.checkpoint(key)
+    store.put(key, _tune(method, cfg, data, mus, gammas=gammas, checkpoint=checkpoint))
+    checkpoint.close()
 
 
 def _variance_run(method, eta, mu, cfg, data, seed, gamma):
@@ -209,7 +217,7 @@ def run(name, cfg, out_dir, *, force=False, progress=True) -> dict:
                           + ("" if method.startswith("R-Subgrad") else
                              f" x {len(cfg.tuning_gammas)} gamma")
                           + f", {len(cfg.tuning_seeds)} tuning seeds)")
-            store.put(f"tuning/{method}", _tune(method, cfg, data, mus))
+            _put_tuning(store, f"tuning/{method}", method, cfg, data, mus)
     for i, panel in enumerate(panels):
         for method in METHODS:
             choice = (store.get(f"tuning/{method}")["choices"][i]
@@ -239,7 +247,7 @@ def _gamma_panel(name, cfg, store, data, lipschitz, progress):
             gkey = f"gamma-tuning/{method}/gamma={gamma:g}"
             if not store.has(gkey):
                 say(progress, f"{name}: gamma = {gamma:g}, tuning the step of {method}")
-                store.put(gkey, _tune(method, cfg, data, [mu], gammas=(gamma,)))
+                _put_tuning(store, gkey, method, cfg, data, [mu], gammas=(gamma,))
             eta = store.get(gkey)["choices"][0]["eta"]
             for seed in cfg.seeds:
                 key = f"gamma/{method}/gamma={gamma:g}/seed={seed}"

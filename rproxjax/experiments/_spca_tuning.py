@@ -96,12 +96,16 @@ def _program(method, cfg, d, dtype, steps, optimizer, batch_size):
 
 class Evaluator:
     """Mean final F over the tuning seeds of (panel, eta, gamma) lanes after a fixed number
-    of steps, each lane run once (a cache), recorded in ``records``."""
+    of steps, each lane run once (a cache), recorded in ``records``. With a ``checkpoint``
+    (:class:`~rproxjax.experiments._store.Checkpoint`) each chunk's outputs are saved as it
+    finishes, and a chunk saved before (the same stage, steps and lanes) is read back
+    instead of run: a resumed tuning forms the same chunks in the same order, so it
+    reproduces the interrupted one bit for bit."""
 
     def __init__(self, method, cfg, data, mus, steps, seed_keys, optimizer, batch_size,
-                 stage):
+                 stage, checkpoint=None):
         self.mus, self.seed_keys, self.stage, self.data = list(mus), seed_keys, stage, data
-        self.lanes = cfg.tuning_lanes
+        self.lanes, self.steps, self.checkpoint = cfg.tuning_lanes, steps, checkpoint
         self.program = _program(method, cfg, data.shape[1], data.dtype, steps, optimizer,
                                 batch_size)
         self.n, self.dtype = data.shape[0], data.dtype
@@ -117,13 +121,8 @@ class Evaluator:
         for k in range(0, len(todo), self.lanes):  # fixed-size chunks: one compilation
             chunk = todo[k:k + self.lanes]
             chunk = chunk + [chunk[-1]] * (self.lanes - len(chunk))
-            lanes = [jnp.asarray(v, self.dtype) for v in zip(*[(self.mus[i], e, g)
-                                                                for i, e, g in chunk],
-                                                              strict=True)]
-            outs = [jax.block_until_ready(self.program(*lanes, key, self.data))
-                    for key in self.seed_keys]
-            per_seed.append(np.stack([np.asarray(o[0], dtype=float) for o in outs], axis=1))
-            ifo = float(np.asarray(outs[0][1]).ravel()[0]) / self.n
+            losses, ifo = self._chunk(chunk)
+            per_seed.append(losses)
         self.wall_time += time.perf_counter() - start
         per_seed = np.concatenate(per_seed)[:len(todo)]
         for lane, losses in zip(todo, per_seed, strict=True):
@@ -134,6 +133,25 @@ class Evaluator:
                                  "gamma": lane[2], "loss": mean,
                                  "loss_per_seed": [float(v) for v in losses],
                                  "ifo_over_n": ifo})
+
+    def _chunk(self, chunk):
+        """(final F per lane and tuning seed, IFO/n) of one chunk of lanes: run, or read
+        from the checkpoint."""
+        piece = f"{self.stage}/steps={self.steps}/{chunk!r}"
+        saved = None if self.checkpoint is None else self.checkpoint.get(piece)
+        if saved is not None:
+            return np.array([[float(v) for v in row] for row in saved["losses"]]), \
+                saved["ifo_over_n"]
+        lanes = [jnp.asarray(v, self.dtype) for v in zip(*[(self.mus[i], e, g)
+                                                            for i, e, g in chunk],
+                                                          strict=True)]
+        outs = [jax.block_until_ready(self.program(*lanes, key, self.data))
+                for key in self.seed_keys]
+        losses = np.stack([np.asarray(o[0], dtype=float) for o in outs], axis=1)
+        ifo = float(np.asarray(outs[0][1]).ravel()[0]) / self.n
+        if self.checkpoint is not None:
+            self.checkpoint.put(piece, {"losses": losses, "ifo_over_n": ifo})
+        return losses, ifo
 
     def best(self, panel, candidates):
         """The candidate (eta, gamma) of least mean F (None if every one diverged)."""
@@ -196,7 +214,8 @@ def _local_search(ev: Evaluator, start, etas: Axis, gammas: Axis, max_moves: int
              "converged": converged[p]} for p, (e, g) in enumerate(centres)]
 
 
-def tune(method, cfg, data, mus, *, optimizer, schedule, seed_keys, gammas=None) -> dict:
+def tune(method, cfg, data, mus, *, optimizer, schedule, seed_keys, gammas=None,
+         checkpoint=None) -> dict:
     """The step (and gamma) of ``method`` for each mu of ``mus`` (see the module).
 
     Args:
@@ -210,6 +229,8 @@ def tune(method, cfg, data, mus, *, optimizer, schedule, seed_keys, gammas=None)
       seed_keys: one stacked (X0 key, sampling key) per tuning seed.
       gammas: the gamma axis (default ``cfg.tuning_gammas`` for the proximal methods,
         tuned; a single value is held fixed).
+      checkpoint: a :class:`~rproxjax.experiments._store.Checkpoint` that keeps each
+        chunk of runs as it finishes (see :class:`Evaluator`), or None.
 
     Returns:
       ``{"choices": [{"eta", "gamma", "loss", "moves", "converged"} per mu], "records":
@@ -233,7 +254,7 @@ def tune(method, cfg, data, mus, *, optimizer, schedule, seed_keys, gammas=None)
     # as "budget")
     stages = ("budget",) if steps["screen"] == steps["budget"] else ("screen", "budget")
     evs = {name: Evaluator(method, cfg, data, mus, steps[name], seed_keys, optimizer,
-                           budget["batch_size"], name) for name in stages}
+                           budget["batch_size"], name, checkpoint) for name in stages}
     evs.setdefault("screen", evs["budget"])
     start = _screen(evs["screen"], eta_axis, gamma_axis, cfg.max_extensions)
     screened = {"screen_etas": list(eta_axis.values), "screen_gammas": list(gamma_axis.values)}

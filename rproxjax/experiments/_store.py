@@ -160,7 +160,12 @@ class Store:
         self.data.setdefault("machines", {})[key] = self.data["machine"]
         self.write()
 
+    def checkpoint(self, key: str) -> Checkpoint:
+        """The :class:`Checkpoint` of the unit ``key`` (its pieces saved so far, if any)."""
+        return Checkpoint(self, key)
+
     def finish(self, summary: dict) -> dict:
+        self.data.pop("checkpoints", None)
         self.data["summary"] = to_json(summary)
         self.data["complete"] = True
         self.write()
@@ -182,3 +187,47 @@ def load(path) -> dict:
             f"no results file {path}: run `python -m rproxjax.experiments {path.stem}` first."
         )
     return json.loads(path.read_text())
+
+
+class Checkpoint:
+    """The finished pieces of one long unit (a tuning's chunks of runs), saved as each
+    finishes, so that an interrupted unit resumes from them instead of from its start.
+
+    The pieces live in the file's ``checkpoints`` (never among its ``units``, so summaries
+    and provenance never see them), with the source they were computed by
+    (:func:`source`). They are reused only by the same source on a clean tree, where a
+    piece recomputed would be bit-identical: a resume at another commit (or with
+    uncommitted changes) starts the unit afresh. :meth:`close` drops them once the unit is
+    saved (:meth:`Store.put`); :meth:`Store.finish` drops any left.
+    """
+
+    def __init__(self, store: Store, key: str, here: dict | None = None):
+        self.store, self.key = store, key
+        self.reused = 0
+        here = source() if here is None else here  # {"commit", "tree_clean"}
+        saved = store.data.get("checkpoints", {}).get(key)
+        fresh = here["tree_clean"] is True and saved is not None and \
+            saved.get("source") == here
+        self.pieces = dict(saved["pieces"]) if fresh else {}
+        self.source = here
+
+    def get(self, piece: str):
+        """The saved value of ``piece``, or None."""
+        value = self.pieces.get(piece)
+        self.reused += value is not None
+        return value
+
+    def put(self, piece: str, value) -> None:
+        """Saves ``piece`` (the whole file is rewritten, atomically)."""
+        self.pieces[piece] = to_json(value)
+        self.store.data.setdefault("checkpoints", {})[self.key] = {
+            "source": self.source, "pieces": self.pieces}
+        self.store.write()
+
+    def close(self) -> None:
+        """Drops the pieces (call once the unit itself is saved)."""
+        checkpoints = self.store.data.get("checkpoints", {})
+        if checkpoints.pop(self.key, None) is not None:
+            if not checkpoints:
+                self.store.data.pop("checkpoints")
+            self.store.write()
