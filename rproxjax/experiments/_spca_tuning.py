@@ -236,7 +236,9 @@ def tune(method, cfg, data, mus, *, optimizer, schedule, seed_keys, gammas=None,
       ``{"choices": [{"eta", "gamma", "loss", "moves", "converged"} per mu], "records":
       [every evaluated lane], "etas"/"gammas": the extended axes ("screen_etas"/
       "screen_gammas": after the screen, before the local search), "screen_steps",
-      "budget_steps", "screen_ifo_over_n", "budget_ifo_over_n", "wall_time"}``.
+      "budget_steps", "screen_ifo_over_n", "budget_ifo_over_n", "wall_time"}``
+      (``wall_time``: the seconds of the chunks run in this call; a chunk read from the
+      checkpoint counts none).
     """
     n = data.shape[0]
     proximal = not method.startswith("R-Subgrad")  # R-Subgrad, R-Subgrad-1: no gamma
