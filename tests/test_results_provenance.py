@@ -66,7 +66,7 @@ def _committed(name):
 #: Results files the reproduction rerun has not regenerated yet (v2 files, made before the
 #: solver defaults were recorded): strict xfails, so that each fails here once it is
 #: regenerated and must leave this set.
-PENDING = {"spca-fashion-r15.json"}
+PENDING: set[str] = set()
 
 
 def _pending(name):
