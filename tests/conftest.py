@@ -68,7 +68,8 @@ def planted():
 # * KEPT: the contracts the default run keeps whatever they cost: the reproduction pipeline
 #   end to end, the README's tasks, no global configuration changed, scikit-learn's estimator
 #   checks, compile counts, a saved state resuming bit-identically, the callback stopping a
-#   run.
+#   run; and (as one variant of ONE_VARIANT, about 20 s) a published run replaying with the
+#   present library.
 ONE_VARIANT = {
     "test_results_provenance.py::test_a_published_run_replays_with_the_present_library",
     "test_transforms.py::test_chain_with_preprocessing_matches_the_bare_optimizer",
@@ -113,6 +114,7 @@ ONE_VARIANT = {
     "test_stiefel.py::test_second_derivatives_of_retractions_match_finite_differences",
 }
 SLOW = {
+    "test_experiments.py::test_an_interrupted_tuning_resumes_from_its_checkpoint_bit_identically",
     # the users of a module fixture that runs a whole page or experiment (>= 130 s)
     "test_docs.py::test_getting_started_optax_loop",
     "test_docs.py::test_getting_started_early_stopping",
