@@ -187,7 +187,6 @@ def test_resume_reads_saved_units_and_refuses_another_configuration(tiny_results
         experiments.run(name, out_dir=tmp_path, config=other, progress=False)
 
 
-
 class _Interrupted(Exception):
     pass
 
@@ -239,6 +238,7 @@ def test_an_interrupted_tuning_resumes_from_its_checkpoint_bit_identically(tmp_p
     dirty = Checkpoint(store, key, dict(here, tree_clean=False))
     assert elsewhere.pieces == {} and dirty.pieces == {}
     assert tune(elsewhere) == whole and elsewhere.reused == 0
+
 
 def test_bad_names_and_sizes():
     with pytest.raises(ValueError, match="unknown experiment"):

@@ -128,8 +128,9 @@ def test_a_published_run_replays_with_the_present_library(path):
     first seed: the refresh blocks, the subproblem solver and the retraction) recomputed now
     gives the saved loss curve, so results computed at an earlier commit describe the present
     library. On the machine the results came from the curves agree bit for bit; rtol 1e-6
-    allows another CPU's rounding, and catches any change of the iterates (a changed solver
-    setting moves the losses by 1e-4 or more)."""
+    allows another CPU's rounding and still catches a changed computation: measured on
+    spca-fashion-r10, a step eta larger by 1e-6 (relative) moves the curve by 1.8e-7, and a
+    gamma larger by 1% by 1.6e-3, which the test shows fails the comparison."""
     import numpy as np
 
     from rproxjax.experiments import _spca
@@ -142,6 +143,12 @@ def test_a_published_run_replays_with_the_present_library(path):
     np.testing.assert_allclose(now["loss"], np.asarray(saved["loss"], float), rtol=1e-6,
                                err_msg=f"{path}: {key} no longer computes what it published")
     assert now["eta"] == saved["eta"] and now["gamma"] == saved["gamma"]
+    # the comparison can fail: the same run with gamma 1% larger is refused
+    changed = dict(result, units=dict(result["units"], **{key: dict(saved,
+                                                                  gamma=saved["gamma"] * 1.01)}))
+    with pytest.raises(AssertionError):
+        np.testing.assert_allclose(_spca.replay(changed, key)["loss"],
+                                   np.asarray(saved["loss"], float), rtol=1e-6)
 
 
 def test_replay_refuses_what_is_not_a_reported_sparse_pca_run():
