@@ -14,6 +14,9 @@ into arrays.
 
 Tracing costs milliseconds to a few tenths of a second; compiling costs
 seconds. The cache holds the :data:`MAX_ENTRIES` most recently used programs.
+
+Programs whose arguments live on the CPU are compiled with :data:`CPU_COMPILER_OPTIONS`
+(options of that one compilation, never JAX's global configuration).
 """
 
 from __future__ import annotations
@@ -25,7 +28,50 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-__all__ = ["MAX_ENTRIES", "compile_once", "clear_cache"]
+__all__ = ["CPU_COMPILER_OPTIONS", "MAX_ENTRIES", "clear_cache", "compile_once"]
+
+#: XLA options of the programs :func:`compile_once` compiles for the CPU: XLA's loop
+#: emitters instead of its fusion emitters. The solver's programs are many small fusions,
+#: which the loop emitters compile in about 60% of the time, with steps no slower
+#: (``benchmarks/compile_time.py``). The results equal those of a default compilation up to
+#: rounding (on the benchmarks' problems bit for bit; elsewhere a few units in the last
+#: place, as any change of fusion gives). Dropped when the installed XLA does not know them.
+CPU_COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
+
+
+_REFUSED: set = set()  # option sets this process's XLA refused (not tried again)
+
+
+def compile_lowered(lowered, options: dict):
+    """``lowered.compile()`` with ``options``, or without them if XLA refuses them (an option
+    that the installed XLA does not know, or no longer knows; remembered, so that each set
+    is refused once per process)."""
+    key = tuple(sorted(options.items()))
+    if options and key not in _REFUSED:
+        try:
+            return lowered.compile(compiler_options=dict(options))
+        except jax.errors.JaxRuntimeError as err:
+            if "compile option" not in str(err):
+                raise
+            _REFUSED.add(key)
+    return lowered.compile()
+
+
+def _on_cpu(args) -> bool | None:
+    """Whether a program of ``args`` runs on the CPU; ``None`` when one is traced (the
+    program is then part of the caller's)."""
+    leaves = jax.tree.leaves(args)
+    if any(isinstance(leaf, jax.core.Tracer) for leaf in leaves):
+        return None
+    for leaf in leaves:
+        if isinstance(leaf, jax.Array) and leaf.committed:
+            return all(d.platform == "cpu" for d in leaf.sharding.device_set)
+    return jax.default_backend() == "cpu"
+
+
+def _options(args) -> dict:
+    return dict(CPU_COMPILER_OPTIONS) if _on_cpu(args) else {}
+
 
 #: Programs kept by the cache (least recently used evicted).
 MAX_ENTRIES = 64
@@ -48,7 +94,8 @@ def _evaluator(jaxpr, consts, flat_args):
     def run(consts, flat_args):
         return jax.core.eval_jaxpr(jaxpr, consts, *flat_args)
 
-    return jax.jit(run).lower(consts, flat_args).compile()
+    lowered = jax.jit(run).lower(consts, flat_args)
+    return compile_lowered(lowered, _options((consts, flat_args)))
 
 
 def compile_once(fn: Callable, *example_args) -> Callable:

@@ -1,0 +1,67 @@
+"""fit's CPU programs are compiled with XLA's loop emitters (CPU_COMPILER_OPTIONS): options
+refused by an XLA that does not know them, results equal to a default compilation's up to
+rounding, the same bits on every call, and no option for a program traced by the caller."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import rproxjax
+from rproxjax import problems, stiefel
+from rproxjax._run import compile as _compile
+
+
+def test_an_option_xla_does_not_know_is_dropped_once_and_the_program_still_compiles():
+    lowered = jax.jit(lambda x: x * 2.0).lower(jnp.arange(3.0))
+    unknown = {"xla_cpu_no_such_option": True}
+    compiled = _compile.compile_lowered(lowered, unknown)
+    np.testing.assert_array_equal(compiled(jnp.arange(3.0)), 2.0 * np.arange(3.0))
+    assert (("xla_cpu_no_such_option", True),) in _compile._REFUSED
+    compiled = _compile.compile_lowered(lowered, _compile.CPU_COMPILER_OPTIONS)
+    np.testing.assert_array_equal(compiled(jnp.arange(3.0)), 2.0 * np.arange(3.0))
+    assert tuple(sorted(_compile.CPU_COMPILER_OPTIONS.items())) not in _compile._REFUSED
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name", ["r_prox_sgd", "r_prox_spb"])
+def test_the_options_give_the_default_compilations_results_up_to_rounding(name, dtype):
+    """One program (three epochs of the solver's run), compiled with the library's options
+    (as fit compiles it) and by plain jax.jit: the same iterates up to rounding, the same
+    Newton steps, and the same bits on a second call and a second compilation."""
+    z = jax.random.normal(jax.random.key(0), (240, 20), dtype)
+    x0 = stiefel.random_point(jax.random.key(1), 20, 3, dtype)
+    make = getattr(rproxjax, name)
+    extra = {"q": 4} if name == "r_prox_spb" else {}
+
+    def run(mu, data):
+        opt = make(0.3, 0.5, rproxjax.l1(mu), **extra)
+        res = rproxjax.pure_fit(opt, problems.spca_loss, x0, data, key=jax.random.key(2),
+                                batch_size=20, num_epochs=3)
+        return res.params, res.epoch_loss, res.history.ssn_steps
+
+    mu = jnp.asarray(0.3, dtype)
+    assert _compile._options((mu, z)) == _compile.CPU_COMPILER_OPTIONS
+    _compile.clear_cache()
+    ours = _compile.compile_once(run, mu, z)(mu, z)
+    _compile.clear_cache()
+    again = _compile.compile_once(run, mu, z)(mu, z)
+    plain = jax.jit(run)(mu, z)
+    assert int(jnp.sum(plain[2])) > 0  # the Newton loop ran
+    np.testing.assert_array_equal(ours[2], plain[2])
+    rtol = 1e-12 if dtype == "float64" else 2e-5
+    for a, b, c in zip(jax.tree.leaves(ours), jax.tree.leaves(plain), jax.tree.leaves(again),
+                       strict=True):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=rtol, atol=rtol)
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(c))
+
+
+def test_no_option_for_a_program_traced_by_the_caller():
+    x = jnp.arange(3.0)
+    assert _compile._options(x) == _compile.CPU_COMPILER_OPTIONS
+    seen = []
+    jax.jit(lambda v: seen.append(_compile._on_cpu(v)) or v)(x)
+    assert seen == [None]
+    assert _compile._options(jax.ShapeDtypeStruct((3,), x.dtype)) == (
+        _compile.CPU_COMPILER_OPTIONS if jax.default_backend() == "cpu" else {})
