@@ -8,6 +8,7 @@ import pytest
 
 import rproxjax
 from rproxjax import problems
+from rproxjax._tasks import spca as spca_task
 from rproxjax.datasets import load_fashion_mnist, load_mnist
 
 RNG = np.random.default_rng(0)
@@ -441,3 +442,21 @@ def test_defaults_follow_the_data_scale():
     np.testing.assert_allclose(b.components, a.components, atol=1e-4)
     assert float(b.mu) == pytest.approx(float(a.mu) * 255.0**2, rel=1e-10)
     assert a.nonzeros == b.nonzeros
+
+
+def test_a_path_with_refinement_rounds_compiles_its_run_once():
+    """The refinement rounds (fewer values of mu than the grid) are padded to the grid's
+    lanes: one compiled path program serves every round."""
+    names = []
+
+    def listen(event, duration, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            names.append(kwargs.get("fun_name"))
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        res = rproxjax.sparse_pca(SMALL[:, :13], 2, nonzeros=9, passes=2)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    assert res.path.mu.shape[0] > len(spca_task.PATH_FRACTIONS)  # it refined
+    assert names.count("jit(run)") == 1, names

@@ -517,15 +517,22 @@ def _path(program, consts, target, mu_max, variance, r, dtype, stages):
     The grid ``PATH_FRACTIONS`` of mu_max, then up to ``REFINE_ROUNDS`` rounds of
     ``REFINE_POINTS`` values between the two mus that bracket the target (counts fall as mu
     grows), until a count is within ``NONZERO_RTOL`` of it: every round is a call of the
-    same compiled ``vmap`` program (mu is traced); the bookkeeping is NumPy."""
+    same compiled ``vmap`` program (mu is traced; a round of fewer values than the grid is
+    padded with its last value, so that the program compiles once); the bookkeeping is
+    NumPy."""
     runs = []  # (mus, params, metrics, counts, failed, IFOs), NumPy
 
+    lanes = len(PATH_FRACTIONS)  # every round one program: a shorter round is padded
+
     def run(mus):
-        res, m = program(np.repeat(mus[:, None], r, 1).astype(dtype), *consts)
-        m = [np.asarray(a) for a in m]
-        runs.append((mus, np.asarray(res.params), m, m[3].sum(axis=1),
-                     _failed(res.history.halted, res.epoch_loss, variance),
-                     np.asarray(res.epoch_ifo)[:, -1]))
+        k = len(mus)
+        padded = np.concatenate([mus, np.repeat(mus[-1:], max(0, lanes - k))])
+        res, m = program(np.repeat(padded[:, None], r, 1).astype(dtype), *consts)
+        m = [np.asarray(a)[:k] for a in m]
+        runs.append((mus, np.asarray(res.params)[:k], m, m[3].sum(axis=1),
+                     _failed(np.asarray(res.history.halted)[:k],
+                             np.asarray(res.epoch_loss)[:k], variance),
+                     np.asarray(res.epoch_ifo)[:k, -1]))
         near = runs[-1][3][_pick(runs[-1][3], target)]
         stages.update(f"{len(mus)} values of mu in [{mus.min():.3g}, {mus.max():.3g}], "
                       f"nonzeros nearest {target}: {near}")
