@@ -65,3 +65,28 @@ def test_no_option_for_a_program_traced_by_the_caller():
     assert seen == [None]
     assert _compile._options(jax.ShapeDtypeStruct((3,), x.dtype)) == (
         _compile.CPU_COMPILER_OPTIONS if jax.default_backend() == "cpu" else {})
+
+
+def test_the_jit_wrapper_compiles_cpu_calls_with_the_options_and_inlines_traced_ones():
+    """tangent_prox's eager solve is such a program: its CPU calls compile with the options,
+    and inside a caller's jit it is part of the caller's program (no executable of its own)."""
+    wrapped = _compile.jit(lambda x: jnp.sin(x) * 2.0)
+    x = jnp.arange(3.0)
+    np.testing.assert_array_equal(wrapped(x), jnp.sin(x) * 2.0)
+    assert (wrapped._cpu._cache_size(), wrapped._plain._cache_size()) == (1, 0)
+    out = jax.jit(jax.vmap(lambda v: wrapped(v) + 1.0))(x[:, None])
+    np.testing.assert_allclose(out[:, 0], jnp.sin(x) * 2.0 + 1.0)
+    assert (wrapped._cpu._cache_size(), wrapped._plain._cache_size()) == (1, 0)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_an_eager_tangent_prox_equals_the_jitted_one_up_to_rounding(dtype):
+    x = stiefel.random_point(jax.random.key(0), 40, 4, dtype)
+    g = jax.random.normal(jax.random.key(1), (40, 4), dtype)
+    reg = rproxjax.l1(0.3)
+    eager, info = rproxjax.tangent_prox(x, g, 0.5, reg)
+    inside, info_jit = jax.jit(lambda x, g: rproxjax.tangent_prox(x, g, 0.5, reg))(x, g)
+    assert int(info.num_steps) == int(info_jit.num_steps) > 0
+    assert eager.dtype == inside.dtype == jnp.dtype(dtype)
+    tol = 1e-12 if dtype == "float64" else 2e-5
+    np.testing.assert_allclose(eager, inside, rtol=tol, atol=tol)

@@ -22,15 +22,17 @@ Programs whose arguments live on the CPU are compiled with :data:`CPU_COMPILER_O
 from __future__ import annotations
 
 import collections
+import functools
 from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
-__all__ = ["CPU_COMPILER_OPTIONS", "MAX_ENTRIES", "clear_cache", "compile_once"]
+__all__ = ["CPU_COMPILER_OPTIONS", "MAX_ENTRIES", "clear_cache", "compile_once", "jit"]
 
-#: XLA options of the programs :func:`compile_once` compiles for the CPU: XLA's loop
+#: XLA options of the library's own CPU compilations (:func:`compile_once`, :class:`jit`:
+#: ``fit``'s programs and an eager ``tangent_prox``'s): XLA's loop
 #: emitters instead of its fusion emitters. The solver's programs are many small fusions,
 #: which the loop emitters compile in about 60% of the time, with steps no slower
 #: (``benchmarks/compile_time.py``). The results equal those of a default compilation up to
@@ -71,6 +73,32 @@ def _on_cpu(args) -> bool | None:
 
 def _options(args) -> dict:
     return dict(CPU_COMPILER_OPTIONS) if _on_cpu(args) else {}
+
+
+class jit:  # noqa: N801 (used as jax.jit is)
+    """``jax.jit(fn, **kwargs)`` whose calls with arguments on the CPU compile with
+    :data:`CPU_COMPILER_OPTIONS` (unless this process's XLA refused them); plain
+    ``jax.jit`` elsewhere, and inside the caller's trace."""
+
+    def __init__(self, fn: Callable, **kwargs):
+        self._plain = jax.jit(fn, **kwargs)
+        self._cpu = jax.jit(fn, compiler_options=dict(CPU_COMPILER_OPTIONS), **kwargs)
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args, **kwargs):
+        key = tuple(sorted(CPU_COMPILER_OPTIONS.items()))
+        if not _on_cpu((args, kwargs)) or key in _REFUSED:
+            return self._plain(*args, **kwargs)
+        try:
+            return self._cpu(*args, **kwargs)
+        except jax.errors.JaxRuntimeError as err:
+            if "compile option" not in str(err):
+                raise
+            _REFUSED.add(key)
+            return self._plain(*args, **kwargs)
+
+    def _cache_size(self) -> int:
+        return self._plain._cache_size() + self._cpu._cache_size()
 
 
 #: Programs kept by the cache (least recently used evicted).

@@ -29,6 +29,7 @@ from jax import lax
 from rproxjax import _checks
 from rproxjax._linalg import mm
 from rproxjax._results import Status
+from rproxjax._run import compile as _compile
 from rproxjax._ssn import implicit as _implicit
 from rproxjax._ssn import steps as _steps
 from rproxjax._ssn.config import METHODS, SSN, with_deprecated
@@ -318,7 +319,7 @@ def sequential_lanes(ssn: SSN) -> bool:
     return bool(ssn.sequential_lanes)
 
 
-@functools.partial(jax.jit, static_argnames="loose")
+@functools.partial(_compile.jit, static_argnames="loose")
 def _solve_jit(x, g, t, reg, lam, lam_h, sub, ssn, loose=None):
     # ssn's tol and rtol are traced leaves; its other fields are static (the tree's
     # structure). The warm start is resolved here, outside the mapped-lanes rule: its
