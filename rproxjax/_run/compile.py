@@ -42,20 +42,26 @@ CPU_COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
 
 
 _REFUSED: set = set()  # option sets this process's XLA refused (not tried again)
+_CPU_KEY = tuple(sorted(CPU_COMPILER_OPTIONS.items()))
+
+
+def _refused(err: Exception, key: tuple) -> None:
+    """Records that XLA refused the options ``key`` (an option the installed XLA does not
+    know, or no longer knows); re-raises any other error."""
+    if "compile option" not in str(err):
+        raise err
+    _REFUSED.add(key)
 
 
 def compile_lowered(lowered, options: dict):
-    """``lowered.compile()`` with ``options``, or without them if XLA refuses them (an option
-    that the installed XLA does not know, or no longer knows; remembered, so that each set
-    is refused once per process)."""
+    """``lowered.compile()`` with ``options``, or without them if XLA refuses them
+    (remembered, so that each set is refused once per process)."""
     key = tuple(sorted(options.items()))
     if options and key not in _REFUSED:
         try:
             return lowered.compile(compiler_options=dict(options))
         except jax.errors.JaxRuntimeError as err:
-            if "compile option" not in str(err):
-                raise
-            _REFUSED.add(key)
+            _refused(err, key)
     return lowered.compile()
 
 
@@ -86,16 +92,12 @@ class jit:  # noqa: N801 (used as jax.jit is)
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
-        key = tuple(sorted(CPU_COMPILER_OPTIONS.items()))
-        if not _on_cpu((args, kwargs)) or key in _REFUSED:
-            return self._plain(*args, **kwargs)
-        try:
-            return self._cpu(*args, **kwargs)
-        except jax.errors.JaxRuntimeError as err:
-            if "compile option" not in str(err):
-                raise
-            _REFUSED.add(key)
-            return self._plain(*args, **kwargs)
+        if _on_cpu((args, kwargs)) and _CPU_KEY not in _REFUSED:
+            try:
+                return self._cpu(*args, **kwargs)
+            except jax.errors.JaxRuntimeError as err:
+                _refused(err, _CPU_KEY)
+        return self._plain(*args, **kwargs)
 
     def _cache_size(self) -> int:
         return self._plain._cache_size() + self._cpu._cache_size()
