@@ -123,22 +123,52 @@ def _count_primitives(jaxpr, name, **params):
     return sum(1 for _ in _equations(jaxpr, name, **params))
 
 
+def _lane_loops(jaxpr):
+    """The while loops over lanes: a body that slices its lane's arguments and runs the
+    Newton while_loop, with no product of its own (every product is in the Newton loop)."""
+    for eqn in _equations(jaxpr, "while"):
+        names = {e.primitive.name for e in eqn.params["body_jaxpr"].jaxpr.eqns}
+        if {"while", "dynamic_slice"} <= names and "dot_general" not in names:
+            yield eqn
+
+
 def test_vmapped_solves_map_their_lanes_on_cpu(lanes):
     x, g = _instance(3, 40, 5)
     solve = lambda mu: rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(mu), ssn=lanes)[0]  # noqa: E731
     jaxpr = jax.make_jaxpr(jax.vmap(solve))(jnp.array([0.1, 0.2, 0.3])).jaxpr
     sequential = lanes.sequential_lanes is None and jax.default_backend() == "cpu"
     assert _subproblem.sequential_lanes(lanes) == sequential
-    # Mapped lanes: a scan of length 3 (the lanes; r = 5) around the Newton while_loop.
-    scans = _count_primitives(jaxpr, "scan", length=3)
-    assert (scans >= 1) == sequential
+    # Mapped lanes: a while_loop over the lanes that go, around the Newton while_loop. Only
+    # the loops are mapped: the starting residual (its products X Lambda and X^T Y) and
+    # zeta stay batched, outside it; inside it, products only in the Newton loop.
+    loops = list(_lane_loops(jaxpr))
+    assert (len(loops) == 1) == sequential
     assert _count_primitives(jaxpr, "while") >= 1
     if sequential:
-        # Only the loops are mapped: the starting residual (its products X Lambda and X^T Y)
-        # and zeta stay batched, outside the scan; inside it, products only in the loop.
-        body = next(_equations(jaxpr, "scan", length=3)).params["jaxpr"].jaxpr
-        assert not [e for e in body.eqns if e.primitive.name == "dot_general"]
-        assert _count_primitives(body, "dot_general") >= 1
+        assert _count_primitives(loops[0].params["body_jaxpr"].jaxpr, "dot_general") >= 1
+
+
+@pytest.mark.parametrize("stepping", [(True, False, True), (False, False, False),
+                                      (False, True, False)])
+def test_mapped_lanes_mix_lanes_that_step_and_lanes_that_do_not(stepping):
+    """The lane loop visits the lanes that step (in any position) and leaves the others at
+    their start: each lane's solve is that of a call on its own."""
+    x, g = _instance(3, 40, 5)
+    ssn = rproxjax.SSN(sequential_lanes=True)
+    solve = jax.jit(jax.vmap(lambda lam: rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(0.1),
+                                                               lam=lam, ssn=ssn)))
+    _, info = rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(0.1))
+    assert int(info.num_steps) > 0
+    lams = jnp.stack([jnp.zeros_like(info.lam) if s else info.lam for s in stepping])
+    zetas, infos = solve(lams)
+    np.testing.assert_array_equal(np.asarray(infos.num_steps) > 0, stepping)
+    for i in range(len(stepping)):
+        zeta, one = rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(0.1), lam=lams[i])
+        np.testing.assert_allclose(zetas[i], zeta, atol=1e-12)
+        np.testing.assert_allclose(infos.lam[i], one.lam, atol=1e-12)
+        assert int(infos.num_steps[i]) == int(one.num_steps)
+        assert int(infos.num_evaluations[i]) == int(one.num_evaluations)
+        assert int(infos.status[i]) == int(one.status)
 
 
 def test_vmap_over_mu_equals_python_loop(lanes):

@@ -221,8 +221,12 @@ def newton_loop(p: _steps.Problem, ssn: SSN, start: _steps.Iterate, rule=None) -
     """The bounded Newton iteration from ``start``: :func:`init`, then :func:`step` (of
     ``rule``, a function ``(problem, ssn, escalated, iterate) -> StepResult``; default
     ``ssn.method``'s) until :func:`terminate`."""
-    return lax.while_loop(lambda s: ~terminate(s), lambda s: step(p, ssn, s, rule),
-                          init(p, ssn, start))
+    return resume(p, ssn, init(p, ssn, start), rule)
+
+
+def resume(p: _steps.Problem, ssn: SSN, state: LoopState, rule=None) -> LoopState:
+    """:func:`step` from ``state`` until :func:`terminate`."""
+    return lax.while_loop(lambda s: ~terminate(s), lambda s: step(p, ssn, s, rule), state)
 
 
 def _initial_multiplier(x, smooth, lam, lam_h, sub):
@@ -307,7 +311,7 @@ def _solver(ssn: SSN, loose: bool | None = None):
         p, start = _begin(x, g, t, reg, lam, tol, rtol)
         return _finish(p, g, lam, smooth, loop(p, start))
 
-    lanes = _mapped_lanes(solve, loop) if sequential_lanes(ssn) else solve
+    lanes = _mapped_lanes(solve, ssn, rule) if sequential_lanes(ssn) else solve
     return _implicit.implicit(lanes, _steps.uses_cg(ssn))
 
 
@@ -330,10 +334,11 @@ def _solve_jit(x, g, t, reg, lam, lam_h, sub, ssn, loose=None):
     return _solver(ssn, loose)(x, g, t, reg, lam0, smooth, ssn.tol, ssn.rtol)
 
 
-def _mapped_lanes(solve, loop):
-    """``solve`` whose ``vmap`` runs the lanes' Newton loops (``loop``) one after another
-    (``lax.map``) while the work before and after them (the starting residual and stopping
-    test, zeta) stays batched: most loose solves take no Newton step. Unlike
+def _mapped_lanes(solve, ssn, step_rule):
+    """``solve`` whose ``vmap`` runs the Newton loops (``step_rule``'s steps) of the lanes
+    that take a step one after another (:func:`_going_lanes`) while the work before and
+    after them (the starting residual and stopping test, zeta) stays batched: most loose
+    solves take no Newton step, and their lanes then cost no loop. Unlike
     ``jax.custom_batching.sequential_vmap`` it also accepts a batch with no batched argument
     (``jax.jacfwd``: only tangents batched), where it computes ``solve`` once."""
     fn = jax.custom_batching.custom_vmap(solve)
@@ -353,21 +358,47 @@ def _mapped_lanes(solve, loop):
         p = _steps.Problem(x, xt, t, reg, tol, rtol)
         fx, _, ft, freg, _, _, ftol, frtol = in_batched
         p_flags = _steps.Problem(fx, True, ft, freg, ftol, frtol)
-        flat, tree = jax.tree.flatten((p, start))
-        flags = jax.tree.leaves((p_flags, jax.tree.map(lambda _: True, start)))
-
-        def lane(lane_args):
-            it = iter(lane_args)
-            merged = [next(it) if b else a for a, b in zip(flat, flags, strict=True)]
-            return loop(*jax.tree.unflatten(tree, merged))
-
-        out = lax.map(lane, [a for a, b in zip(flat, flags, strict=True) if b])
         p_axes = _steps.Problem(bx, 0, bt, breg, btol, brtol)
+        out = _going_lanes(p, p_flags, p_axes, start, ssn, step_rule, axis_size)
         res = jax.vmap(_finish, in_axes=(p_axes, bg, blam, bsmooth, 0),
                        axis_size=axis_size)(p, g, lam, smooth, out)
         return res, jax.tree.map(lambda _: True, res)
 
     return fn
+
+
+def _outcome(state: LoopState) -> LoopState:
+    """``state`` without its current iterate (what :func:`_finish` reads)."""
+    return state._replace(iterate=None)
+
+
+def _going_lanes(p, p_flags, p_axes, start, ssn, rule, axis_size) -> LoopState:
+    """The lanes' final loop states, batched and without the current iterate (which
+    :func:`_finish` does not read): :func:`init` of every lane, batched, then :func:`resume`
+    (``rule``'s steps) of each lane whose loop goes, one after another: a ``while_loop``
+    over those lanes alone, each writing its row of the result in place, so that a lane
+    that takes no step costs no loop. ``p_flags`` says which fields of ``p`` are batched
+    (``p_axes`` as ``vmap`` axes); the start iterate is batched."""
+    state = jax.vmap(lambda pp, st: init(pp, ssn, st), in_axes=(p_axes, 0),
+                     axis_size=axis_size)(p, start)
+    order = jnp.argsort(~state.going, stable=True)  # the lanes that go first
+    flat, tree = jax.tree.flatten((p, state))
+    flags = jax.tree.leaves((p_flags, jax.tree.map(lambda _: True, state)))
+
+    def body(carry):
+        k, out = carry
+        i = order[k]
+        lane = [lax.dynamic_index_in_dim(a, i, keepdims=False) if b else a
+                for a, b in zip(flat, flags, strict=True)]
+        lane_p, lane_state = jax.tree.unflatten(tree, lane)
+        row = _outcome(resume(lane_p, ssn, lane_state, rule))
+        out = jax.tree.map(lambda buf, v: lax.dynamic_update_index_in_dim(buf, v, i, 0),
+                           out, row)
+        return k + 1, out
+
+    count = jnp.sum(state.going)
+    _, out = lax.while_loop(lambda c: c[0] < count, body, (jnp.int32(0), _outcome(state)))
+    return out
 
 
 @jax.jit
