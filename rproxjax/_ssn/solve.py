@@ -143,9 +143,9 @@ def default_tol(dtype: DTypeLike | None) -> float:
     return max(1e-10, 100.0 * float(jnp.finfo(dtype).eps))
 
 
-def _smooth_part(x, g):
-    """sym(X^T G) / 2: the multiplier of the h = 0 problem."""
-    xtg = mm(x.T, g)
+def _smooth_part(xt, g):
+    """sym(X^T G) / 2 from ``xt`` = X^T: the multiplier of the h = 0 problem."""
+    xtg = mm(xt, g)
     return 0.25 * (xtg + xtg.T)
 
 
@@ -229,13 +229,13 @@ def resume(p: _steps.Problem, ssn: SSN, state: LoopState, rule=None) -> LoopStat
     return lax.while_loop(lambda s: ~terminate(s), lambda s: step(p, ssn, s, rule), state)
 
 
-def _initial_multiplier(x, smooth, lam, lam_h, sub):
-    """Lambda_0 from whichever warm start was given (``_warm_start``); ``smooth`` is
-    sym(X^T G) / 2."""
+def _initial_multiplier(xt, smooth, lam, lam_h, sub):
+    """Lambda_0 from whichever warm start was given (``_warm_start``); ``xt`` is X^T,
+    ``smooth`` sym(X^T G) / 2."""
     if lam is not None:
         return lam
     if sub is not None:  # the regularizer's part of the multiplier at this X
-        return smooth + _smooth_part(x, sub)
+        return smooth + _smooth_part(xt, sub)
     return smooth + lam_h
 
 
@@ -328,9 +328,11 @@ def _solve_jit(x, g, t, reg, lam, lam_h, sub, ssn, loose=None):
     # ssn's tol and rtol are traced leaves; its other fields are static (the tree's
     # structure). The warm start is resolved here, outside the mapped-lanes rule: its
     # arguments are then all arrays (no None), as custom_vmap needs under jax.jacfwd.
-    # sym(X^T G) / 2 is formed once, for Lambda_0 and for info.lam_h.
-    smooth = _smooth_part(x, g)
-    lam0 = _initial_multiplier(x, smooth, lam, lam_h, sub)
+    # sym(X^T G) / 2 is formed once, for Lambda_0 and for info.lam_h, from X^T
+    # materialized (as in _begin: products with a transposed operand are slower on CPU).
+    xt = lax.optimization_barrier(x.T)
+    smooth = _smooth_part(xt, g)
+    lam0 = _initial_multiplier(xt, smooth, lam, lam_h, sub)
     return _solver(ssn, loose)(x, g, t, reg, lam0, smooth, ssn.tol, ssn.rtol)
 
 
@@ -412,7 +414,7 @@ def _solve_smooth(x, g, t):
     # NaN). Values are unchanged, lam included.
     guard = lambda a: jnp.where(ok, a, lax.stop_gradient(a))  # noqa: E731
     xs, gs, ts = guard(x), guard(g), jnp.where(ok, t, 0.0)
-    lam = _smooth_part(xs, gs)
+    lam = _smooth_part(xs.T, gs)
     zeta = jnp.where(ok, -ts * (gs - mm(xs, 2.0 * lam)), jnp.zeros_like(x))
     status = jnp.where(finite, jnp.where(valid, Status.SUCCESSFUL, Status.INVALID),
                        Status.NONFINITE).astype(jnp.int32)
