@@ -196,7 +196,7 @@ class L1(NamedTuple):
     def jacobian_gram_diagonal(self, x: Array, jac: Array) -> Array:
         # G_pp = s_p^2 (Q[j, l] + Q[l, j]) off the diagonal, Q[j, j] on it, with
         # Q = (X o X)^T mask: Q[j, l] = sum_i X_ij^2 mask_il. Both are sym(Q)[j, l].
-        q = mm((x * x).T, jac)
+        q = mm(lax.optimization_barrier((x * x).T), jac)
         return 0.5 * (q + q.T)
 
     def secant_shift(self, w: Array, x: Array, e: Array, t: ArrayLike, passes: int) -> Array:
