@@ -199,7 +199,7 @@ def step(p: _steps.Problem, ssn: SSN, state: LoopState, rule=None) -> LoopState:
     # A non-finite step ends the loop (status) and is never the best iterate: the loop
     # returns ``best``, so the current iterate needs no guard.
     finite = jnp.isfinite(it.norm_e) & jnp.all(jnp.isfinite(it.lam))
-    stop = _steps.stops(p, it.y, it.norm_e)
+    stop = _steps.stops(p, it.y, it.norm_e) if out.stops is None else out.stops
     # A step can raise the residual (the reference rule accepts its last trial; the dual's
     # minimizer along a line need not lower ||E||): keep the best iterate, or the one that
     # meets the stopping test (it ends the loop).

@@ -83,6 +83,7 @@ class StepResult(NamedTuple):
     iterate: Iterate
     counts: Array  #: (CG iterations, path breakpoints), int32
     evaluations: Array  #: evaluations of E, int32
+    stops: Array | None = None  #: :func:`stops` at the new iterate where the step knows it
 
 
 def counts(cg_iterations, breakpoints=0):
@@ -271,9 +272,16 @@ def secant_step(p: Problem, ssn: SSN, escalated, it: Iterate, loose=None) -> Ste
     """
     loose = is_loose(p, loose)
     if takes_path_steps(p, ssn):
-        return _cond(loose, lambda: _shifted_step(p, ssn, escalated, it, loose),
-                     lambda: _path_step(p, ssn, escalated, it))
+        return _cond(loose, lambda: _with_stops(p, _shifted_step(p, ssn, escalated, it, loose)),
+                     lambda: _with_stops(p, _path_step(p, ssn, escalated, it)))
     return _shifted_step(p, ssn, escalated, it, loose)
+
+
+def _with_stops(p: Problem, out: StepResult) -> StepResult:
+    """``out`` with its ``stops`` field filled (the branches of a ``lax.cond`` agree)."""
+    if out.stops is not None:
+        return out
+    return out._replace(stops=stops(p, out.iterate.y, out.iterate.norm_e))
 
 
 def _path_step(p: Problem, ssn: SSN, escalated, it: Iterate) -> StepResult:
@@ -316,12 +324,21 @@ def _shifted_step(p: Problem, ssn: SSN, escalated, it: Iterate, loose) -> StepRe
         at = jax.tree.map(lambda u, v: jnp.where(pick, u, v), at_one, at_min)
         return jnp.where(pick, 1.0, s), at
 
-    s, (y, jac, e, norm_new) = _cond(full, lambda: (jnp.ones((), x.dtype), at_one),
-                                     line_searched)
+    if full is False:
+        s, (y, jac, e, norm_new) = line_searched()
+        stop = None
+    else:
+        # The stopping test at the new iterate, for the loop: known at the full step.
+        def searched():
+            s, at = line_searched()
+            return s, at, stops(p, at.y, at.norm_e)
+
+        s, (y, jac, e, norm_new), stop = _cond(
+            full, lambda: (jnp.ones((), x.dtype), at_one, ends), searched)
     escalated = escalated | ~(norm_new <= ssn.escalate * it.norm_e)
     evals = jnp.where(full, 1, 2).astype(jnp.int32)
     new = Iterate(it.lam + s * d, it.w + s * step, y, jac, e, norm_new)
-    return StepResult(escalated, new, counts(its), evals)
+    return StepResult(escalated, new, counts(its), evals, stop)
 
 
 def rule(ssn: SSN, loose: bool | None = None):
