@@ -221,12 +221,8 @@ def newton_loop(p: _steps.Problem, ssn: SSN, start: _steps.Iterate, rule=None) -
     """The bounded Newton iteration from ``start``: :func:`init`, then :func:`step` (of
     ``rule``, a function ``(problem, ssn, escalated, iterate) -> StepResult``; default
     ``ssn.method``'s) until :func:`terminate`."""
-    return resume(p, ssn, init(p, ssn, start), rule)
-
-
-def resume(p: _steps.Problem, ssn: SSN, state: LoopState, rule=None) -> LoopState:
-    """:func:`step` from ``state`` until :func:`terminate`."""
-    return lax.while_loop(lambda s: ~terminate(s), lambda s: step(p, ssn, s, rule), state)
+    return lax.while_loop(lambda s: ~terminate(s), lambda s: step(p, ssn, s, rule),
+                          init(p, ssn, start))
 
 
 def _initial_multiplier(xt, smooth, lam, lam_h, sub):
@@ -376,30 +372,30 @@ def _outcome(state: LoopState) -> LoopState:
 
 def _going_lanes(p, p_flags, p_axes, start, ssn, rule, axis_size) -> LoopState:
     """The lanes' final loop states, batched and without the current iterate (which
-    :func:`_finish` does not read): :func:`init` of every lane, batched, then :func:`resume`
-    (``rule``'s steps) of each lane whose loop goes, one after another: a ``while_loop``
-    over those lanes alone, each writing its row of the result in place, so that a lane
-    that takes no step costs no loop. ``p_flags`` says which fields of ``p`` are batched
-    (``p_axes`` as ``vmap`` axes); the start iterate is batched."""
-    state = jax.vmap(lambda pp, st: init(pp, ssn, st), in_axes=(p_axes, 0),
+    :func:`_finish` does not read): :func:`init` of every lane, batched, then
+    :func:`newton_loop` (``rule``'s steps) of each lane whose loop goes, one after another:
+    a ``while_loop`` over those lanes alone, each writing its row of the result in place,
+    so that a lane that takes no step costs no loop. ``p_flags`` says which fields of ``p``
+    are batched (``p_axes`` as ``vmap`` axes); the start iterate is batched."""
+    first = jax.vmap(lambda pp, st: _outcome(init(pp, ssn, st)), in_axes=(p_axes, 0),
                      axis_size=axis_size)(p, start)
-    order = jnp.argsort(~state.going, stable=True)  # the lanes that go first
-    flat, tree = jax.tree.flatten((p, state))
-    flags = jax.tree.leaves((p_flags, jax.tree.map(lambda _: True, state)))
+    order = jnp.argsort(~first.going, stable=True)  # the lanes that go first
+    flat, tree = jax.tree.flatten((p, start))
+    flags = jax.tree.leaves((p_flags, jax.tree.map(lambda _: True, start)))
 
     def body(carry):
         k, out = carry
         i = order[k]
         lane = [lax.dynamic_index_in_dim(a, i, keepdims=False) if b else a
                 for a, b in zip(flat, flags, strict=True)]
-        lane_p, lane_state = jax.tree.unflatten(tree, lane)
-        row = _outcome(resume(lane_p, ssn, lane_state, rule))
+        lane_p, lane_start = jax.tree.unflatten(tree, lane)
+        row = _outcome(newton_loop(lane_p, ssn, lane_start, rule))
         out = jax.tree.map(lambda buf, v: lax.dynamic_update_index_in_dim(buf, v, i, 0),
                            out, row)
         return k + 1, out
 
-    count = jnp.sum(state.going)
-    _, out = lax.while_loop(lambda c: c[0] < count, body, (jnp.int32(0), _outcome(state)))
+    count = jnp.sum(first.going)
+    _, out = lax.while_loop(lambda c: c[0] < count, body, (jnp.int32(0), first))
     return out
 
 
