@@ -164,7 +164,10 @@ def test_the_guard_halts_where_the_drift_crosses_the_tolerance(dtype):
     assert float(stiefel.feasibility(res.params)) <= tol
     pure = _pure_fit(opt, z, x0, **kwargs)
     np.testing.assert_array_equal(pure.history.halted, res.history.halted)
-    np.testing.assert_array_equal(pure.params, res.params)
+    # fit's CPU program (XLA's loop emitters) equals a plain jax.jit up to rounding
+    # (docs/contract.md), here over the k steps taken.
+    rtol = 1e-12 if dtype == jnp.float64 else 2e-5
+    np.testing.assert_allclose(pure.params, res.params, rtol=rtol, atol=rtol)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
