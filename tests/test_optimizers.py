@@ -63,12 +63,14 @@ def test_manpg_reproduces_reference_run(ref):
 
 def test_manpg_with_the_secant_newton_rule_reaches_the_reference_result(ref):
     # The default Newton rule solves the same subproblems to the same tolerance along
-    # another path: the run stops at the same iteration with the same F to the
-    # subproblem accuracy, in fewer Newton steps.
+    # another path: the run stops near the same iteration with the same F to the
+    # subproblem accuracy, in fewer Newton steps. Where exactly is rounding-sensitive:
+    # the stop test hovers at its threshold, and X0 perturbed by 1e-14 (relative) moves
+    # this run's stop from iteration 271 to 276 (measured).
     x, state, values = _run_manpg(ref, adaptive=False, steps=300, ssn_method="secant")
     _, ref_state, ref_values = _run_manpg(ref, adaptive=False, steps=300)
     assert bool(state.converged)
-    assert abs(int(state.count) - int(ref_state.count)) <= 2
+    assert abs(int(state.count) - int(ref_state.count)) <= 6
     np.testing.assert_allclose(values[-1], -2.03078119169, rtol=1e-8)
     np.testing.assert_allclose(values[:8], ref_values[:8], rtol=1e-6)
 
