@@ -80,9 +80,9 @@ class SSN:
       plain_rho_scale: the adaptive rule's plain steps' regularization scale.
       escalate: the adaptive rule adds the secant shift once a step cuts ||E|| by less
         than this factor.
-      sequential_lanes: how ``jax.vmap`` batches a solve: ``None`` maps the lanes' Newton
-        loops one after another on CPU and batches them elsewhere; ``True``/``False``
-        force either.
+      sequential_lanes: how ``jax.vmap`` batches a solve: ``None`` runs the Newton loops
+        of the lanes that take a step one after another on CPU and batches the lanes'
+        loops elsewhere; ``True``/``False`` force either.
       warm_start: what a proximal step passes to its next solve: ``"subgradient"`` (the
         last solution's subgradient of h, carried to the new X) or ``"lam_h"`` (the last
         multiplier's regularizer part). The reference rule warm-starts from ``lam``.
