@@ -33,6 +33,9 @@ SECTIONS = [
     ("sweep_floor.md", "What a sweep's lanes cost without the subproblem",
      "`benchmarks/sweep_floor.py`: 8 vmapped lanes against one, for the parts of a step every "
      "method takes."),
+    ("sweep_profile.md", "Where a sweep's time goes, by XLA operation",
+     "`benchmarks/sweep_profile.py`: a CPU profile of the compiled sweeps of R-ProxSGD and "
+     "R-Subgrad, grouped by the JAX operation each XLA instruction comes from."),
     ("subproblem_real.md", "Newton steps on real subproblems, CPU",
      "`benchmarks/subproblem_real.py`: the subproblems captured from MNIST runs "
      "(`rproxjax/_data/subproblems_mnist.npz`), by rule, linear solver and stopping test."),
