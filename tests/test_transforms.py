@@ -201,3 +201,38 @@ def test_compile_once_compiles_ahead_of_the_timed_calls(compilations):
     assert len(compilations) == 0
     np.testing.assert_array_equal(out, 3.0 * np.arange(4.0) + 2.0)
     assert float(total) == 6.0
+
+
+_BLOCKS = {
+    "Stiefel, l1 (Newton solve)": (lambda: rproxjax.Stiefel(rproxjax.l1(0.1)), lambda: X0),
+    "Stiefel, h = 0 (closed form)": (lambda: rproxjax.Stiefel(None), lambda: X0),
+    "Grassmann (closed form)": (lambda: rproxjax.Grassmann(), lambda: X0),
+    "Euclidean, l1 (closed form)": (lambda: rproxjax.Euclidean(rproxjax.l1(0.1)),
+                                    lambda: jnp.linspace(-1.0, 1.0, D)),
+}
+
+
+@pytest.mark.parametrize("bad", ["nan", "inf", "huge"])
+@pytest.mark.parametrize("kind", sorted(_BLOCKS))
+def test_a_non_finite_proximal_step_halts_on_every_block(kind, bad):
+    """A gradient with a NaN or an infinity halts the step (zero update) on every block; a
+    finite gradient so large that its step overflows halts it too, or gives a finite step."""
+    make_block, make_params = _BLOCKS[kind]
+    params = make_params()
+    step = rproxjax.proximal_step(0.1, blocks=make_block())
+    value = {"nan": jnp.nan, "inf": jnp.inf, "huge": 1e307}[bad]
+    g = jnp.ones_like(params).at[(0,) * params.ndim].set(value)
+    if bad == "huge":
+        g = g * 1e307
+    updates, state = jax.jit(step.update)(g, step.init(params), params)
+    info = rproxjax.step_info(state)
+    finite = bool(jnp.all(jnp.isfinite(updates)))
+    chex.assert_trees_all_equal_shapes_and_dtypes(updates, params)
+    assert finite  # never a non-finite update
+    if bad != "huge":
+        assert bool(info.halted) and not bool(jnp.any(updates != 0))
+    else:
+        assert bool(info.halted) or bool(jnp.isfinite(info.zeta_norm))
+    ok_updates, ok_state = jax.jit(step.update)(jnp.ones_like(params), step.init(params), params)
+    assert not bool(rproxjax.step_info(ok_state).halted)
+    assert bool(jnp.any(ok_updates != 0))
