@@ -83,7 +83,9 @@ class StepResult(NamedTuple):
     iterate: Iterate
     counts: Array  #: (CG iterations, path breakpoints), int32
     evaluations: Array  #: evaluations of E, int32
-    stops: Array | None = None  #: :func:`stops` at the new iterate where the step knows it
+    #: :func:`stops` at the new iterate, or ``None`` (the loop then tests it): the secant
+    #: and path steps give it (the former has it for its full step)
+    stops: Array | None = None
 
 
 def counts(cg_iterations, breakpoints=0):
@@ -272,16 +274,9 @@ def secant_step(p: Problem, ssn: SSN, escalated, it: Iterate, loose=None) -> Ste
     """
     loose = is_loose(p, loose)
     if takes_path_steps(p, ssn):
-        return _cond(loose, lambda: _with_stops(p, _shifted_step(p, ssn, escalated, it, loose)),
-                     lambda: _with_stops(p, _path_step(p, ssn, escalated, it)))
+        return _cond(loose, lambda: _shifted_step(p, ssn, escalated, it, loose),
+                     lambda: _path_step(p, ssn, escalated, it))
     return _shifted_step(p, ssn, escalated, it, loose)
-
-
-def _with_stops(p: Problem, out: StepResult) -> StepResult:
-    """``out`` with its ``stops`` field filled (the branches of a ``lax.cond`` agree)."""
-    if out.stops is not None:
-        return out
-    return out._replace(stops=stops(p, out.iterate.y, out.iterate.norm_e))
 
 
 def _path_step(p: Problem, ssn: SSN, escalated, it: Iterate) -> StepResult:
@@ -299,7 +294,8 @@ def _path_step(p: Problem, ssn: SSN, escalated, it: Iterate) -> StepResult:
         ssn=ssn)
     lam, w, y, jac, e, norm_new, breaks, evals = new
     escalated = escalated | ~(norm_new <= ssn.escalate * it.norm_e)
-    return StepResult(escalated, Iterate(lam, w, y, jac, e, norm_new), counts(0, breaks), evals)
+    return StepResult(escalated, Iterate(lam, w, y, jac, e, norm_new), counts(0, breaks), evals,
+                      stops(p, y, norm_new))
 
 
 def _shifted_step(p: Problem, ssn: SSN, escalated, it: Iterate, loose) -> StepResult:
@@ -312,7 +308,7 @@ def _shifted_step(p: Problem, ssn: SSN, escalated, it: Iterate, loose) -> StepRe
         ends = stops(p, at_one.y, at_one.norm_e)
         full = jnp.asarray(loose) & ((at_one.norm_e <= ssn.unit_accept * it.norm_e) | ends)
     else:
-        full = False
+        full, ends = False, None
 
     def line_searched():
         # The dual's minimizer along D need not lower ||E|| where phi is flat; the full
@@ -324,17 +320,13 @@ def _shifted_step(p: Problem, ssn: SSN, escalated, it: Iterate, loose) -> StepRe
         at = jax.tree.map(lambda u, v: jnp.where(pick, u, v), at_one, at_min)
         return jnp.where(pick, 1.0, s), at
 
-    if full is False:
-        s, (y, jac, e, norm_new) = line_searched()
-        stop = None
-    else:
-        # The stopping test at the new iterate, for the loop: known at the full step.
-        def searched():
-            s, at = line_searched()
-            return s, at, stops(p, at.y, at.norm_e)
+    def searched():
+        s, at = line_searched()
+        return s, at, stops(p, at.y, at.norm_e)
 
-        s, (y, jac, e, norm_new), stop = _cond(
-            full, lambda: (jnp.ones((), x.dtype), at_one, ends), searched)
+    # The stopping test at the new iterate goes to the loop (known at the full step).
+    s, (y, jac, e, norm_new), stop = _cond(
+        full, lambda: (jnp.ones((), x.dtype), at_one, ends), searched)
     escalated = escalated | ~(norm_new <= ssn.escalate * it.norm_e)
     evals = jnp.where(full, 1, 2).astype(jnp.int32)
     new = Iterate(it.lam + s * d, it.w + s * step, y, jac, e, norm_new)
