@@ -79,8 +79,9 @@ def _pseudo_inverse_solve(x, t, reg, jac, b):
 
 
 def implicit(solve, use_cg: bool):
-    """``solve(x, g, t, reg, lam0, smooth, tol, rtol) -> (zeta, info)`` with derivatives by
-    the implicit function theorem at its returned multiplier (module docstring)."""
+    """``solve(x, xt, g, t, reg, lam0, smooth, tol, rtol) -> (zeta, info)`` (``xt`` = X^T,
+    whose tangent is ignored: that of ``x`` is used) with derivatives by the implicit
+    function theorem at its returned multiplier (module docstring)."""
     fn = jax.custom_jvp(solve)
 
     @fn.defjvp
@@ -90,8 +91,8 @@ def implicit(solve, use_cg: bool):
         # replaced by harmless ones so that no NaN reaches a cotangent in reverse mode.
         valid = (info.status != Status.NONFINITE) & (info.status != Status.INVALID)
         keep = lambda a, fill=0.0: jnp.where(valid, a, fill)  # noqa: E731
-        x, g, t, reg, _, _, _, _ = primals
-        dx, dg, dt, dreg, _, dsmooth, _, _ = jax.tree.map(keep, tangents)
+        x, _, g, t, reg, _, _, _, _ = primals
+        dx, _, dg, dt, dreg, _, dsmooth, _, _ = jax.tree.map(keep, tangents)
         x, g, t, reg = keep(x), keep(g), keep(t, 1.0), jax.tree.map(keep, reg)
         lam = jnp.where(valid, info.lam, 0.0)
         sub = jnp.where(valid, info.subgradient, 0.0)

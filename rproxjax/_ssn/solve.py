@@ -235,20 +235,11 @@ def _initial_multiplier(xt, smooth, lam, lam_h, sub):
     return smooth + lam_h
 
 
-def _begin(x, g, t, reg, lam, tol, rtol):
-    """The solve before its Newton loop: (problem, starting iterate)."""
-    # X^T materialized once: XLA's transposed-operand products X^T Y were measured
-    # slower on CPU.
-    xt = lax.optimization_barrier(x.T)
+def _begin(x, xt, g, t, reg, lam, tol, rtol):
+    """The solve before its Newton loop: (problem, starting iterate); ``xt`` is X^T."""
     p = _steps.Problem(x, xt, t, reg, tol, rtol)
     w0 = x - t * g + (2.0 * t) * mm(x, lam)
     return p, _steps.Iterate.at(lam, w0, _steps.residual(p, w0))
-
-
-def _transpose_and_start(x, g, t, reg, lam, tol, rtol):
-    """:func:`_begin`'s X^T and starting iterate (the parts a vmapped rule batches)."""
-    p, start = _begin(x, g, t, reg, lam, tol, rtol)
-    return p.xt, start
 
 
 def _finish(p: _steps.Problem, g, lam0, smooth, out: LoopState):
@@ -294,7 +285,7 @@ def _finish(p: _steps.Problem, g, lam0, smooth, out: LoopState):
 
 
 def _solver(ssn: SSN, loose: bool | None = None):
-    """solve(x, g, t, reg, lam0, smooth, tol, rtol) -> (zeta, info) for the static settings
+    """solve(x, xt, g, t, reg, lam0, smooth, tol, rtol) -> (zeta, info) for the static settings
     ``ssn``; where :func:`sequential_lanes`, with a ``custom_vmap`` rule
     (:func:`_mapped_lanes`). ``loose``: whether ``rtol > 0`` where known at trace time
     (:func:`rproxjax._ssn.steps.is_loose`)."""
@@ -303,8 +294,8 @@ def _solver(ssn: SSN, loose: bool | None = None):
     def loop(p, start):
         return newton_loop(p, ssn, start, rule)
 
-    def solve(x, g, t, reg, lam, smooth, tol, rtol):
-        p, start = _begin(x, g, t, reg, lam, tol, rtol)
+    def solve(x, xt, g, t, reg, lam, smooth, tol, rtol):
+        p, start = _begin(x, xt, g, t, reg, lam, tol, rtol)
         return _finish(p, g, lam, smooth, loop(p, start))
 
     lanes = _mapped_lanes(solve, ssn, rule) if sequential_lanes(ssn) else solve
@@ -329,7 +320,7 @@ def _solve_jit(x, g, t, reg, lam, lam_h, sub, ssn, loose=None):
     xt = lax.optimization_barrier(x.T)
     smooth = _smooth_part(xt, g)
     lam0 = _initial_multiplier(xt, smooth, lam, lam_h, sub)
-    return _solver(ssn, loose)(x, g, t, reg, lam0, smooth, ssn.tol, ssn.rtol)
+    return _solver(ssn, loose)(x, xt, g, t, reg, lam0, smooth, ssn.tol, ssn.rtol)
 
 
 def _mapped_lanes(solve, ssn, step_rule):
@@ -342,21 +333,23 @@ def _mapped_lanes(solve, ssn, step_rule):
     fn = jax.custom_batching.custom_vmap(solve)
 
     @fn.def_vmap
-    def rule(axis_size, in_batched, x, g, t, reg, lam, smooth, tol, rtol):
+    def rule(axis_size, in_batched, x, xt, g, t, reg, lam, smooth, tol, rtol):
         # axis_size given to the inner vmaps: the batch can be in tol or rtol alone.
-        args = (x, g, t, reg, lam, smooth, tol, rtol)
+        args = (x, xt, g, t, reg, lam, smooth, tol, rtol)
         if not any(jax.tree.leaves(in_batched)):
             out = solve(*args)
             return out, jax.tree.map(lambda _: False, out)
         axes = [jax.tree.map(lambda b: 0 if b else None, f) for f in in_batched]
-        bx, bg, bt, breg, blam, bsmooth, btol, brtol = axes
-        xt, start = jax.vmap(_transpose_and_start, in_axes=(bx, bg, bt, breg, blam, btol, brtol),
-                             axis_size=axis_size)(x, g, t, reg, lam, tol, rtol)
-        # The loops' arguments: X^T and the start are batched now, the others as given.
-        p = _steps.Problem(x, xt, t, reg, tol, rtol)
-        fx, _, ft, freg, _, _, ftol, frtol = in_batched
-        p_flags = _steps.Problem(fx, True, ft, freg, ftol, frtol)
-        p_axes = _steps.Problem(bx, 0, bt, breg, btol, brtol)
+        bx, bxt, bg, bt, breg, blam, bsmooth, btol, brtol = axes
+        start = jax.vmap(lambda *a: _begin(*a)[1],
+                         in_axes=(bx, bxt, bg, bt, breg, blam, btol, brtol),
+                         axis_size=axis_size)(x, xt, g, t, reg, lam, tol, rtol)
+        # The loops' arguments: the start is batched now, the others as given; X^T is
+        # formed in each lane's loop (_going_lanes).
+        p = _steps.Problem(x, None, t, reg, tol, rtol)
+        fx, _, _, ft, freg, _, _, ftol, frtol = in_batched
+        p_flags = _steps.Problem(fx, None, ft, freg, ftol, frtol)
+        p_axes = _steps.Problem(bx, None, bt, breg, btol, brtol)
         out = _going_lanes(p, p_flags, p_axes, start, ssn, step_rule, axis_size)
         res = jax.vmap(_finish, in_axes=(p_axes, bg, blam, bsmooth, 0),
                        axis_size=axis_size)(p, g, lam, smooth, out)
@@ -376,19 +369,30 @@ def _going_lanes(p, p_flags, p_axes, start, ssn, rule, axis_size) -> LoopState:
     :func:`newton_loop` (``rule``'s steps) of each lane whose loop goes, one after another:
     a ``while_loop`` over those lanes alone, each writing its row of the result in place,
     so that a lane that takes no step costs no loop. ``p_flags`` says which fields of ``p``
-    are batched (``p_axes`` as ``vmap`` axes); the start iterate is batched."""
+    are batched (``p_axes`` as ``vmap`` axes; X^T is not among them: each lane forms its
+    own); the start iterate is batched."""
     first = jax.vmap(lambda pp, st: _outcome(init(pp, ssn, st)), in_axes=(p_axes, 0),
                      axis_size=axis_size)(p, start)
     order = jnp.argsort(~first.going, stable=True)  # the lanes that go first
-    flat, tree = jax.tree.flatten((p, start))
-    flags = jax.tree.leaves((p_flags, jax.tree.map(lambda _: True, start)))
+    flat, tree = jax.tree.flatten((p, start.e))
+    flags = jax.tree.leaves((p_flags, True))
 
     def body(carry):
         k, out = carry
         i = order[k]
         lane = [lax.dynamic_index_in_dim(a, i, keepdims=False) if b else a
                 for a, b in zip(flat, flags, strict=True)]
-        lane_p, lane_start = jax.tree.unflatten(tree, lane)
+        lane_p, lane_e = jax.tree.unflatten(tree, lane)
+        # X^T of the lane, not a slice of the batched one: passed into this loop, that
+        # was copied whole (XLA's copy for a while loop's operand) on every call.
+        lane_p = lane_p._replace(xt=lax.optimization_barrier(lane_p.x.T))
+        # The lane's start from the carry, whose row i no lane has written yet (its Y and
+        # Jacobian from W again): the batched start's d x r arrays then need no copy beside
+        # the carry, and the batched Jacobian is never formed.
+        row_of = lambda a: lax.dynamic_index_in_dim(a, i, keepdims=False)  # noqa: E731
+        lam, w, norm_e = row_of(out.best.lam), row_of(out.best.w), row_of(out.best.norm_e)
+        y, jac = lane_p.reg.prox_jacobian(w, lane_p.t)
+        lane_start = _steps.Iterate(lam, w, y, jac, lane_e, norm_e)
         row = _outcome(newton_loop(lane_p, ssn, lane_start, rule))
         out = jax.tree.map(lambda buf, v: lax.dynamic_update_index_in_dim(buf, v, i, 0),
                            out, row)
