@@ -59,8 +59,9 @@ SECTIONS = [
      "`benchmarks/scale.py`."),
     ("scale_gpu.md", "Accelerator sizes on a GPU", "`benchmarks/scale.py` on a GPU."),
     ("compile_time_after.md", "Compilation against running",
-     "`benchmarks/compile_time.py`: the demonstration and a loop over mu; a new mu compiles "
-     "nothing."),
+     "`benchmarks/compile_time.py`: the README's quickstart, a first fit, the demonstration "
+     "and a loop over mu, each in a fresh process, and again in a second process with the "
+     "persistent compilation cache; a new mu compiles nothing."),
     ("streaming.md", "Online runs", "`benchmarks/streaming.py`: memory and throughput of "
      "R-ProxSGD over a generated stream."),
 ]
