@@ -43,8 +43,8 @@ def make_data(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 
 def per_sample_loss(x, z):
-    """f(X; z) = ||z||^2 - ||z X||^2 (the loss ``rproxjax.fit`` is given)."""
-    return jnp.sum(z * z) - jnp.sum((z @ x) ** 2)
+    """f(X; z) = ||z||^2 - ||X^T z||^2 (the loss ``rproxjax.fit`` is given)."""
+    return jnp.sum(z * z) - jnp.sum((x.T @ z) ** 2)
 
 
 def nonzeros(x, threshold: float = 1e-3) -> int:

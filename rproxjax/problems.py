@@ -57,10 +57,8 @@ __all__ = [
 
 def spca_loss(x: ArrayLike, z: ArrayLike) -> Array:
     """Per-sample loss ||z - X X^T z||^2 = ||z||^2 - ||X^T z||^2 (X orthonormal)."""
-    # z X, not X^T z (the same numbers): batched over samples and lanes, XLA's CPU product
-    # with X's contracted axis first was measured 18% slower.
-    zx = mm(z, x)
-    return jnp.sum(z * z) - jnp.sum(zx * zx)
+    xtz = mm(x.T, z)  # type: ignore[union-attr]
+    return jnp.sum(z * z) - jnp.sum(xtz * xtz)
 
 
 def spca_grad(x: ArrayLike, z: ArrayLike) -> Array:
