@@ -33,6 +33,9 @@ SECTIONS = [
     ("sweep_floor.md", "What a sweep's lanes cost without the subproblem",
      "`benchmarks/sweep_floor.py`: 8 vmapped lanes against one, for the parts of a step every "
      "method takes."),
+    ("loss_form.md", "How the form of a loss sets its gradient's cost",
+     "`benchmarks/loss_form.py`: the minibatch gradient of one loss written three ways, in "
+     "the patterns the optimizers and sweeps run."),
     ("sweep_profile.md", "Where a sweep's time goes, by XLA operation",
      "`benchmarks/sweep_profile.py`: a CPU profile of the compiled sweeps of R-ProxSGD and "
      "R-Subgrad, grouped by the JAX operation each XLA instruction comes from."),
