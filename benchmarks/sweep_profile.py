@@ -32,7 +32,7 @@ the methods; the table shows, for each method, the profile with the smallest tot
 least disturbed by load (one profile of a call was measured 2x slow on a shared machine).
 Profiling adds time to every thunk, so the program with more thunks (the proximal sweep's
 Newton loops run lane by lane) is slowed more: the table's ratio of totals is above
-``step_cost.py``'s timed one (1.42 against 1.30 on MNIST float64, measured), and the
+``step_cost.py``'s timed one (1.41 against 1.29 on MNIST float64, measured), and the
 profile says where the time goes, not how much there is. Times are per sweep step
 (8 lanes) in us.
 """
