@@ -3,7 +3,8 @@
 Everything here is generic (nothing depends on rproxjax):
 
 * :func:`time_fn` / :func:`time_samples`: wall time of a compiled JAX call,
-  after warm-up, synchronized with ``jax.block_until_ready``.
+  after warm-up, synchronized with ``jax.block_until_ready``; :func:`round_robin`: several
+  calls timed in turn, round by round.
 * :func:`time_per_iteration`: the cost of one call of a function *inside* a
   compiled ``lax.fori_loop`` (no per-call dispatch), which is what an
   operation costs inside an iterative solver.
@@ -48,6 +49,7 @@ __all__ = [
     "precompile",
     "precompile_reported",
     "print_table",
+    "round_robin",
     "save_results",
     "time_fn",
     "time_per_iteration",
@@ -129,6 +131,21 @@ def precompile_reported(jobs: Sequence[tuple[Any, Callable, tuple]], what: str,
           f"({compile_count()[0] - before[0]} XLA compiles) in "
           f"{time.perf_counter() - tic:.0f} s", flush=True)
     return seconds
+
+
+def round_robin(calls: dict[Any, tuple[Callable, tuple]], repeats: int) -> dict[Any, list[float]]:
+    """Wall times (seconds) of each ``fn(*args)`` of ``calls`` (label -> (fn, args)): one
+    untimed call each (compilation, warm-up), then ``repeats`` rounds that call each once in
+    turn, so that every label sees the same load. Each call is synchronized on its outputs."""
+    for fn, args in calls.values():
+        jax.block_until_ready(fn(*args))
+    samples: dict[Any, list[float]] = {label: [] for label in calls}
+    for _ in range(repeats):
+        for label, (fn, args) in calls.items():
+            tic = time.perf_counter()
+            jax.block_until_ready(fn(*args))
+            samples[label].append(time.perf_counter() - tic)
+    return samples
 
 
 def time_samples(

@@ -30,7 +30,6 @@ interleaved round by round; the ratio is to the ``X^T z`` form in the same round
 from __future__ import annotations
 
 import argparse
-import time
 
 import jax
 
@@ -87,15 +86,9 @@ def measure(dtype, repeats):
     idx = jax.random.randint(jax.random.key(1), (T, LANES, B), 0, N)
     rows = []
     for pattern in PATTERNS:
-        fns = {name: program(form, pattern, data) for name, form in FORMS.items()}
-        for fn in fns.values():
-            jax.block_until_ready(fn(xs, idx))  # compile and warm up
-        samples = {name: [] for name in fns}
-        for _ in range(repeats):
-            for name, fn in fns.items():
-                tic = time.perf_counter()
-                jax.block_until_ready(fn(xs, idx))
-                samples[name].append(time.perf_counter() - tic)
+        samples = _timing.round_robin(
+            {name: (program(form, pattern, data), (xs, idx)) for name, form in FORMS.items()},
+            repeats)
         best = {name: min(s) / T for name, s in samples.items()}
         for name, seconds in best.items():
             rows.append({"dtype": dtype, "pattern": pattern, "form": name, "s_per_step": seconds,

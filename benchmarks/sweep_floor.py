@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
 import jax
 
@@ -84,14 +83,7 @@ def measure(dtype, repeats):
         calls = {"one lane": (scanned(part), (x1, idx[:, 0], data)),
                  "8 lanes, a key per lane": (scanned(part, (0, 0)), (x8, idx, data)),
                  "8 lanes, one key for all": (scanned(part, (0, None)), (x8, idx[:, 0], data))}
-        for fn, args in calls.values():
-            jax.block_until_ready(fn(*args))  # compile and warm up
-        samples = {label: [] for label in calls}
-        for _ in range(repeats):
-            for label, (fn, args) in calls.items():
-                tic = time.perf_counter()
-                jax.block_until_ready(fn(*args))
-                samples[label].append(time.perf_counter() - tic)
+        samples = _timing.round_robin(calls, repeats)
         med = {label: statistics.median(s) / T for label, s in samples.items()}
         one = med["one lane"]
         rows.append({"dtype": dtype, "part": name, **{f"{k} (s/step)": v for k, v in med.items()},
