@@ -133,11 +133,16 @@ def _one_pass_retraction(x, v):
 
 
 def _polar_retract(path):
-    """The polar retraction on this backend's path, or on the accelerators' (both passes
-    always, no branch), whatever the backend."""
-    if path == "accelerator path":
-        return lambda x, v: stiefel._polar_factor(x + v, passes="two")
+    """The polar retraction on this backend's path, on the accelerators' (Newton-Schulz
+    products, both eigendecomposition passes where they have not converged) or with both
+    passes always, whatever the backend."""
+    if path in PASSES:
+        return lambda x, v: stiefel._polar_factor(x + v, passes=PASSES[path])
     return lambda x, v: stiefel.retract(x, v, retraction="polar")
+
+
+PASSES = {"accelerator path": "ns", "both passes": "two"}
+POLAR_PATHS = ["this backend", *PASSES]
 
 
 @pytest.mark.parametrize("dtype, bound", [(jnp.float64, 1e-13), (jnp.float32, 1e-5)])
@@ -158,7 +163,7 @@ def test_polar_takes_its_second_pass_where_one_is_not_enough(dtype, bound):
         assert float(stiefel.feasibility(one)) > bound
 
 
-@pytest.mark.parametrize("path", ["this backend", "accelerator path"])
+@pytest.mark.parametrize("path", POLAR_PATHS)
 def test_polar_of_a_numerically_rank_deficient_matrix_is_nan(path):
     # Where eigenvalues of a^T a round to <= 0 the polar factor is not determined to working
     # precision: the retraction returned finite non-orthonormal matrices (entries ~1e25-1e281,
@@ -226,9 +231,10 @@ def test_vmapped_polar_keeps_its_branch_and_derivatives():
     vs = jnp.stack([0.1 * v, 0.5 * v])
     retract = lambda a, b: stiefel.retract(a, b, retraction="polar")  # noqa: E731
     jaxpr = str(jax.make_jaxpr(jax.vmap(retract))(xs, vs))
-    # On CPU the lanes share one branch (taken by all if one needs the second pass), not a
-    # select that runs both passes for every lane.
-    assert ("cond[" in jaxpr) == (jax.default_backend() == "cpu")
+    # The lanes share one branch (taken by all if one needs the second pass on CPU, the
+    # eigendecomposition passes on accelerators), not a select that runs both sides for
+    # every lane.
+    assert "cond[" in jaxpr
     np.testing.assert_allclose(jax.vmap(retract)(xs, vs),
                                jnp.stack([retract(x, vs[0]), retract(x, vs[1])]), atol=1e-14)
     f = lambda s, a, b: jnp.sum(retract(a, s * b)[:, 0])  # noqa: E731
@@ -241,7 +247,7 @@ def test_vmapped_polar_keeps_its_branch_and_derivatives():
         np.testing.assert_allclose(fwd[i], fd, rtol=1e-6, atol=1e-9)
 
 
-@pytest.mark.parametrize("path", ["this backend", "accelerator path"])
+@pytest.mark.parametrize("path", POLAR_PATHS)
 def test_reverse_mode_through_a_vmapped_polar_retraction(path):
     # vmap inside the derivative: the tangent rule must not hold the branch (a batched cond
     # is a select whose stop_gradient cannot be transposed), nor the second pass (its eigh
@@ -260,6 +266,46 @@ def test_reverse_mode_through_a_vmapped_polar_retraction(path):
     jac = jax.jacrev(lambda b: retract(b)[:, 0, 0])(vs)
     chex.assert_shape(jac, (3, 3, 30, 4))
     chex.assert_tree_all_finite(jac)
+
+
+@pytest.mark.parametrize("dtype, bound", [(jnp.float64, 1e-13), (jnp.float32, 2e-6)])
+def test_newton_schulz_polar_is_the_svd_polar_factor_by_products_alone(dtype, bound):
+    # The accelerators' polar factor: matrix products only (no eigh on the path that
+    # converges), for optimizer steps from tiny to long ones of a well-spread V.
+    for scale in (0.0, 1e-3, 0.1, 1.0, 3.0, 30.0):
+        x, v = _point_and_tangent(22, 50, 5, dtype, scale=scale)
+        a = x + v
+        jaxpr = str(jax.make_jaxpr(stiefel._newton_schulz)(a))
+        assert "eigh" not in jaxpr and "cond[" not in jaxpr
+        u, converged = stiefel._newton_schulz(a)
+        assert bool(converged)
+        ref_u, _, ref_vt = np.linalg.svd(np.asarray(a, np.float64), full_matrices=False)
+        np.testing.assert_allclose(u, ref_u @ ref_vt, atol=bound)
+        assert float(stiefel.feasibility(u)) < bound
+        np.testing.assert_array_equal(stiefel._polar_factor(a, passes="ns"), u)
+
+
+@pytest.mark.parametrize("dtype, bound", [(jnp.float64, 1e-13), (jnp.float32, 1e-5)])
+def test_newton_schulz_polar_falls_back_where_it_has_not_converged(dtype, bound):
+    # cond(X + V)^2 = 1e8: eight iterations cannot close the spread of a^T a; the flag says
+    # so, and both eigendecomposition passes give the factor, for the whole batch and
+    # under vmap (the lanes share the branch).
+    x, v = _ill_conditioned_step(14, 60, 4, 1e4, dtype)
+    assert not bool(stiefel._newton_schulz(x + v)[1])
+    polar = lambda a: stiefel._polar_factor(a, passes="ns")  # noqa: E731
+    assert float(stiefel.feasibility(polar(x + v))) < bound
+    x2, v2 = _point_and_tangent(15, 60, 4, dtype, scale=0.1)
+    a = jnp.stack([x2 + v2, x + v])
+    assert [bool(c) for c in stiefel._newton_schulz(a)[1]] == [True, False]
+    for ys in (polar(a), jax.vmap(polar)(a)):
+        assert float(jnp.max(stiefel.feasibility(ys))) < bound
+        np.testing.assert_allclose(ys[0], stiefel._polar_factor(a[0], passes="two"),
+                                   atol=bound)
+    assert "cond[" in str(jax.make_jaxpr(jax.vmap(polar))(a))
+    # Just converged: cond(a)^2 = 5 takes the products alone, at the rounding level.
+    x3, v3 = _ill_conditioned_step(23, 60, 4, 2.0, dtype)
+    u, converged = stiefel._newton_schulz(x3 + v3)
+    assert bool(converged) and float(stiefel.feasibility(u)) < bound
 
 
 def test_polar_one_pass_agrees_with_the_svd_polar_factor():
