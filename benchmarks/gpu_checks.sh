@@ -4,16 +4,20 @@
 # root there, `bash benchmarks/gpu_checks.sh` (at most 9.5 minutes: give the call
 # timeout_s=575; `bash benchmarks/gpu_checks.sh scale` runs only that part; parts, in their
 # default order: step_cost subproblem_real scale tests; step_cost first, as the kernel's
-# per-step rows are what a kernel change moves). The timed parts run first, on a quiet
+# per-step rows are what a kernel change moves; `profile`, not in the default order, runs
+# benchmarks/gpu_profile.py: the device's kernels per step and the retraction's and the
+# Newton system's forms alone, about 80 s on an H200). The timed parts run first, on a quiet
 # machine, and each benchmark compiles its programs concurrently before timing them (16 host
 # cores), then the test suite runs on 14 workers for what time is left. JAX's default TF32
 # float32 matmuls stay on: the library must not need the global setting. Writes to $OUT
-# (or ./gpu_out) at most 7 files, so that all come back:
+# (or ./gpu_out) at most 7 files for the default parts, so that all come back (with `profile`
+# two more: the device returns 8 files, so leave scale, step_cost or subproblem_real out then):
 #   log.txt          the JAX version and devices, every part's output, the tests' -v lines;
 #   scale_gpu.{md,json}         benchmarks/scale.py: the three sizes in float32 and float64,
 #                    8 and 64 lanes, R-ProxSGD also with each Newton linear solver forced;
 #   step_cost_gpu.{md,json}     benchmarks/step_cost.py (MNIST, mu 0.05-0.8, both dtypes);
 #   subproblem_real_gpu.{md,json}  benchmarks/subproblem_real.py;
+#   gpu_profile.{md,json}       benchmarks/gpu_profile.py (part `profile` only);
 # SCALE_SIZES (indices into scale.py's SIZES, in the order run), SCALE_TIMEOUT, TESTS_TIMEOUT
 # and TEST_PATHS (pytest's paths, in the order sent to the workers) choose what a short lease
 # covers first: all parts do not fit one 15-minute lease. On an H200, step_cost took about
@@ -48,6 +52,9 @@ for part in $parts; do
                 --linear-solvers dense cg --name scale_gpu) \
                >> "$log" 2>&1
            save scale_gpu.md scale_gpu.md scale_gpu.json scale_gpu.json ;;
+    profile) (cd benchmarks && timeout "${PROFILE_TIMEOUT:-300}" python3 gpu_profile.py \
+                  --repeats 5) >> "$log" 2>&1
+             save gpu_profile.md gpu_profile.md gpu_profile.json gpu_profile.json ;;
     step_cost) (cd benchmarks && timeout 170 python3 step_cost.py --repeats 3 \
                     --sweep-repeats 2) >> "$log" 2>&1
                save step_cost.md step_cost_gpu.md step_cost.json step_cost_gpu.json ;;
