@@ -30,6 +30,9 @@ SECTIONS = [
      "`jax.vmap` of whole runs over 8 values of mu."),
     ("step_cost_gpu.md", "One step against one R-Subgrad step, GPU",
      "`benchmarks/step_cost.py` on a GPU (`benchmarks/gpu_checks.sh`)."),
+    ("gpu_profile.md", "Where a step's time goes on a GPU, by kernel",
+     "`benchmarks/gpu_profile.py` on a GPU: each step's device kernels, the custom calls in "
+     "its program, and the retraction's and the Newton system's forms alone."),
     ("sweep_floor.md", "What a sweep's lanes cost without the subproblem",
      "`benchmarks/sweep_floor.py`: 8 vmapped lanes against one, for the parts of a step every "
      "method takes."),

@@ -302,8 +302,9 @@ def test_newton_schulz_polar_falls_back_where_it_has_not_converged(dtype, bound)
         np.testing.assert_allclose(ys[0], stiefel._polar_factor(a[0], passes="two"),
                                    atol=bound)
     assert "cond[" in str(jax.make_jaxpr(jax.vmap(polar))(a))
-    # Just converged: cond(a)^2 = 5 takes the products alone, at the rounding level.
-    x3, v3 = _ill_conditioned_step(23, 60, 4, 2.0, dtype)
+    # The documented reach: cond(a)^2 = 10 (||V||_2 = 3) takes the products alone, at the
+    # rounding level.
+    x3, v3 = _ill_conditioned_step(23, 60, 4, 3.0, dtype)
     u, converged = stiefel._newton_schulz(x3 + v3)
     assert bool(converged) and float(stiefel.feasibility(u)) < bound
 
