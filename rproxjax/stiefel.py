@@ -172,8 +172,8 @@ def _polar_factor(a, passes=None):
     alone (:func:`_newton_schulz`) and takes both eigendecomposition passes only where
     that has not converged. ``None`` (default): ``"auto"`` on CPU, where LAPACK's small
     eigendecompositions are cheap, ``"ns"`` elsewhere, where each is a chain of library
-    calls with host round trips (on an H200 about 200 us against 30 us for the products),
-    read when the function is traced. Derivatives (any order) are in closed form
+    calls with host round trips that costs several times the products
+    (``benchmarks/gpu_profile.py``), read when the function is traced. Derivatives (any order) are in closed form
     (:func:`_polar_jvp`).
     """
     if passes is None:
