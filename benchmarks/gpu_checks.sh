@@ -6,7 +6,8 @@
 # default order: step_cost subproblem_real scale tests; step_cost first, as the kernel's
 # per-step rows are what a kernel change moves; `profile`, not in the default order, runs
 # benchmarks/gpu_profile.py: the device's kernels per step and the retraction's and the
-# Newton system's forms alone, about 80 s on an H200). The timed parts run first, on a quiet
+# Newton system's forms alone, about 80 s on an H200; `profile_flags` its steps in float64
+# under two settings of XLA's command buffers, gpu_profile_cmdbuf_{loops,none}.{md,json}). The timed parts run first, on a quiet
 # machine, and each benchmark compiles its programs concurrently before timing them (16 host
 # cores), then the test suite runs on 14 workers for what time is left. JAX's default TF32
 # float32 matmuls stay on: the library must not need the global setting. Writes to $OUT
@@ -55,6 +56,15 @@ for part in $parts; do
     profile) (cd benchmarks && timeout "${PROFILE_TIMEOUT:-300}" python3 gpu_profile.py \
                   --repeats 5) >> "$log" 2>&1
              save gpu_profile.md gpu_profile.md gpu_profile.json gpu_profile.json ;;
+    profile_flags)  # the steps under XLA's command buffers: loops and branches in them, or none
+      cmd="FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,WHILE,CONDITIONAL"
+      for variant in "loops:--xla_gpu_enable_command_buffer=$cmd" \
+                     "none:--xla_gpu_enable_command_buffer="; do
+        name="gpu_profile_cmdbuf_${variant%%:*}"
+        (cd benchmarks && XLA_FLAGS="${variant#*:}" timeout 150 python3 gpu_profile.py \
+             --no-pieces --dtypes float64 --repeats 5 --name "$name") >> "$log" 2>&1
+        save "$name.md" "$name.md" "$name.json" "$name.json"
+      done ;;
     step_cost) (cd benchmarks && timeout 170 python3 step_cost.py --repeats 3 \
                     --sweep-repeats 2) >> "$log" 2>&1
                save step_cost.md step_cost_gpu.md step_cost.json step_cost_gpu.json ;;

@@ -37,6 +37,10 @@ and is retracted by each candidate form of the polar factor of A = X + V:
 and the Newton system's dense solve: ``cho_factor`` + ``cho_solve`` of an r(r+1)/2 = 55
 SPD system per iteration. Each form's orthonormality ||U^T U - I||_F after the T steps is
 reported beside its time. The library is not modified.
+
+``--name`` saves a run under XLA_FLAGS of its own apart (``gpu_checks.sh profile_flags``:
+XLA's command buffers, CUDA graphs, with and without while loops and conditionals in
+them, the steps alone, float64); the flags are recorded with the machine.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from __future__ import annotations
 import argparse
 import collections
 import glob
+import os
 import re
 import statistics
 import tempfile
@@ -346,14 +351,19 @@ def main(argv=None):
     parser.add_argument("--mu", type=float, default=0.2)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--no-steps", action="store_true", help="part (b) only")
+    parser.add_argument("--no-pieces", action="store_true", help="part (a) only")
+    parser.add_argument("--name", default=None,
+                        help="results/<name>.md (default gpu_profile, or gpu_profile_cpu on "
+                             "CPU); runs under other XLA_FLAGS save under their own name")
     parser.add_argument("--no-save", action="store_true")
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    machine = _timing.machine_info()
+    machine = {**_timing.machine_info(), "XLA_FLAGS": os.environ.get("XLA_FLAGS", "")}
     print("machine:", machine, flush=True)
     steps, pieces = {}, {}
     for dtype in args.dtypes:
-        pieces[dtype] = bench_pieces(dtype, args.repeats)
+        if not args.no_pieces:
+            pieces[dtype] = bench_pieces(dtype, args.repeats)
         if not args.no_steps:
             steps[dtype] = bench_steps(dtype, args.mu, args.repeats)
     md = [f"## (a) Whole steps, MNIST, mu = {args.mu}, T = {T} (per step)", ""]
@@ -386,7 +396,8 @@ def main(argv=None):
     text = "\n".join(md)
     print(text, flush=True)
     if not args.no_save:
-        stem = "gpu_profile" if jax.default_backend() != "cpu" else "gpu_profile_cpu"
+        stem = args.name or ("gpu_profile" if jax.default_backend() != "cpu"
+                             else "gpu_profile_cpu")
         paths = _timing.save_results(stem, {"steps": steps, "pieces": pieces,
                                             "settings": vars(args)}, text, machine=machine)
         print("saved", *[str(p) for p in paths])
