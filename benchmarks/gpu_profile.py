@@ -18,6 +18,11 @@ time per step is the time the device waits (launches, host round trips of loop
 predicates, library calls' host work). The custom calls in each scan's optimized HLO
 (LAPACK / cuSOLVER / cuBLAS targets) are counted too.
 
+Also in part (a): whole ``fit`` runs (``step_cost.run``: 200 steps, a key per run) of
+R-Subgrad and R-ProxSGD, one at mu and ``jax.vmap`` of 8 over mu = geomspace(0.05, 0.8, 8),
+per step of the run (the sweep's step is 8 lanes' steps): the GPU goal of a sweep is at most
+2.5 times one run.
+
 Part (b), pieces alone, per iteration of a T-step scan on the same sizes: the carry X
 moves by a tangent step V of ||V||_F = 0.5 (the projection of a fixed direction, scaled)
 and is retracted by each candidate form of the polar factor of A = X + V:
@@ -75,6 +80,8 @@ D, R, B = step_cost.D, step_cost.R, step_cost.B
 ROWS = ("grad", "subgrad", "sgd", "sgd_ms0", "sarah")
 #: Extra rows: (method, retraction) with another retraction than polar.
 RETRACTION_ROWS = (("subgrad", "qr"), ("sgd", "qr"), ("subgrad", "cayley"))
+#: Lanes of the whole-run sweeps (mu = geomspace(0.05, 0.8, 8), a key each).
+SWEEP_LANES = 8
 STEP_NORM = 0.5
 NS_ITERS = (4, 8)
 TOP = 8
@@ -286,16 +293,25 @@ def bench_steps(dtype, mu_f, repeats):
         state = _retraction_opt(method, retraction, ssn)(mu).init(x_start)
         calls[f"{method}_{retraction}"] = (retraction_scan_of(method, retraction, ssn),
                                            (x_start, state, idx, data, mu))
+    steps = dict.fromkeys(calls, T)
+    mus = jnp.geomspace(0.05, 0.8, SWEEP_LANES).astype(dtype)
+    keys = jax.random.split(jax.random.key(2), SWEEP_LANES)
+    for m in ("subgrad", "sgd"):  # whole runs: one lane, and vmapped over 8 mu
+        calls[f"run_{m}"] = (runs[m], (mu, key, data, x0))
+        calls[f"sweep_{m}"] = (jax.jit(jax.vmap(runs[m], in_axes=(0, 0, None, None))),
+                               (mus, keys, data, x0))
+        steps[f"run_{m}"] = steps[f"sweep_{m}"] = step_cost.WARMUP_STEPS
     samples = _timing.round_robin(calls, repeats)
     out = {}
     for row, (fn, args) in calls.items():
         prof = profile_call(fn, args)
-        out[row] = {"us_per_step": statistics.median(samples[row]) / T * 1e6,
-                    "events_per_step": prof["events"] / T,
+        n = steps[row]
+        out[row] = {"us_per_step": statistics.median(samples[row]) / n * 1e6,
+                    "events_per_step": prof["events"] / n,
                     "busy_us_per_step": None if prof["busy_us"] is None
-                    else prof["busy_us"] / T,
-                    "top": [(n, c / T, us / T) for n, c, us in prof["top"][:TOP]],
-                    "all": [(n, c / T, us / T) for n, c, us in prof["top"]],
+                    else prof["busy_us"] / n,
+                    "top": [(nm, c / n, us / n) for nm, c, us in prof["top"][:TOP]],
+                    "all": [(nm, c / n, us / n) for nm, c, us in prof["top"]],
                     "lines": prof["lines"],
                     "custom_calls": custom_calls(fn, args)}
         print(dtype, row, f"{out[row]['us_per_step']:.0f} us/step,",
@@ -337,6 +353,11 @@ def bench_pieces(dtype, repeats):
 def _name(row):
     if row in step_cost.NAMES:
         return step_cost.NAMES[row]
+    if row.startswith(("run_", "sweep_")):
+        kind, method = row.split("_", 1)
+        what = ("one whole run" if kind == "run"
+                else f"jax.vmap of {SWEEP_LANES} whole runs over mu")
+        return f"{step_cost.NAMES[method]}, {what}"
     method, retraction = row.rsplit("_", 1)
     return f"{step_cost.NAMES[method]}, retraction={retraction}"
 
