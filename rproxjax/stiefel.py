@@ -173,8 +173,8 @@ def _polar_factor(a, passes=None):
     that has not converged. ``None`` (default): ``"auto"`` on CPU, where LAPACK's small
     eigendecompositions are cheap, ``"ns"`` elsewhere, where each is a chain of library
     calls with host round trips that costs several times the products
-    (``benchmarks/gpu_profile.py``), read when the function is traced. Derivatives (any order) are in closed form
-    (:func:`_polar_jvp`).
+    (``benchmarks/gpu_profile.py``), read when the function is traced. Derivatives (any
+    order) are in closed form (:func:`_polar_jvp`).
     """
     if passes is None:
         passes = "auto" if jax.default_backend() == "cpu" else "ns"
