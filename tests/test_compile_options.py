@@ -1,4 +1,5 @@
-"""fit's CPU programs are compiled with XLA's loop emitters (CPU_COMPILER_OPTIONS): options
+"""fit's and the task functions' CPU programs are compiled with the library's XLA options
+(CPU_COMPILER_OPTIONS: loop emitters, LLVM level 2): options
 refused by an XLA that does not know them, results equal to a default compilation's up to
 rounding, the same bits on every call, and no option for a program traced by the caller."""
 
@@ -90,3 +91,15 @@ def test_an_eager_tangent_prox_equals_the_jitted_one_up_to_rounding(dtype):
     assert eager.dtype == inside.dtype == jnp.dtype(dtype)
     tol = 1e-12 if dtype == "float64" else 2e-5
     np.testing.assert_allclose(eager, inside, rtol=tol, atol=tol)
+
+
+def test_the_task_functions_compile_with_the_library_options():
+    # sparse_pca's programs (the data's side, the runs and paths, the results' side) and
+    # robust_matrix_completion's run go through the wrapper, as fit's do: a first call of
+    # the README's quickstart compiles about 1 s less (benchmarks/compile_time.py).
+    from rproxjax._tasks import rmc, spca
+
+    path = spca._program("r_prox_spb", {"batch_size": 10, "num_steps": 20}, 5,
+                         rproxjax.SSN.stochastic(), lanes=True)
+    for program in (spca._prepare, spca._finish, path, rmc._solve):
+        assert isinstance(program, _compile.jit)

@@ -32,13 +32,17 @@ import jax.numpy as jnp
 __all__ = ["CPU_COMPILER_OPTIONS", "MAX_ENTRIES", "clear_cache", "compile_once", "jit"]
 
 #: XLA options of the library's own CPU compilations (:func:`compile_once`, :class:`jit`:
-#: ``fit``'s programs and an eager ``tangent_prox``'s): XLA's loop
-#: emitters instead of its fusion emitters. The solver's programs are many small fusions,
-#: which the loop emitters compile in about 60% of the time, with steps no slower
-#: (``benchmarks/compile_time.py``). The results equal those of a default compilation up to
-#: rounding (on the benchmarks' problems bit for bit; elsewhere a few units in the last
-#: place, as any change of fusion gives). Dropped when the installed XLA does not know them.
-CPU_COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
+#: ``fit``'s programs, the task functions' and an eager ``tangent_prox``'s): XLA's loop
+#: emitters instead of its fusion emitters, and LLVM's second optimization level instead of
+#: its third. The solver's programs are many small fusions, which the loop emitters compile
+#: in about 60% of the time; LLVM's code generation, most of what is left, is cheaper at
+#: level 2, with steps no slower (``benchmarks/compile_time.py``: the quickstart's XLA
+#: compilations take 2.7 s instead of 3.9). The
+#: results equal those of a default compilation up to rounding (on the benchmarks' problems
+#: bit for bit; elsewhere a few units in the last place, as any change of fusion or code
+#: generation gives). Dropped when the installed XLA does not know them.
+CPU_COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False,
+                        "xla_backend_optimization_level": 2}
 
 
 _REFUSED: set = set()  # option sets this process's XLA refused (not tried again)

@@ -21,6 +21,7 @@ from rproxjax._contract import block_cost
 from rproxjax._linalg import mm
 from rproxjax._optimizers import inverse_sqrt_schedule, r_prox_sgd, r_prox_spb, r_subgrad
 from rproxjax._regularizers import l1
+from rproxjax._run import compile as _compile
 from rproxjax._run.fit import FitResult, pure_fit
 from rproxjax._run.monitor import Relay, check_progress
 from rproxjax._typing import Array, ArrayLike, DTypeLike, PRNGKey
@@ -235,7 +236,7 @@ def _setup(method, nnz, *, budget, batch_fraction, q, gamma, eta, scale, u_scale
 _RELAY = Relay()  # the epochs of a run compiled with progress go to the call's bar
 
 
-@functools.partial(jax.jit, static_argnames=("method", "m", "n", "budget", "batch_fraction",
+@functools.partial(_compile.jit, static_argnames=("method", "m", "n", "budget", "batch_fraction",
                                              "q", "record_loss", "progress"))
 def _solve(eta, scale, u_scale, gamma, rows, cols, values, lam, u0, key, *, method, m, n, budget,
            batch_fraction, q, record_loss, progress=False):

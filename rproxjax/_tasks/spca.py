@@ -24,6 +24,7 @@ from rproxjax._linalg import mm
 from rproxjax._manpg import manpg
 from rproxjax._optimizers import inverse_sqrt_schedule, r_prox_sgd, r_prox_spb, r_subgrad
 from rproxjax._regularizers import l1
+from rproxjax._run import compile as _compile
 from rproxjax._run.fit import FitResult, pure_fit
 from rproxjax._run.monitor import Relay, Stages, check_progress
 from rproxjax._ssn.config import SSN
@@ -267,7 +268,7 @@ def _program(method, kw, q, ssn, lanes: bool, progress: bool = False):
         run = _make_run(method, kw, q, ssn, progress)
         if lanes:
             run = jax.vmap(run, in_axes=(0, None, None, None, None, None))
-        _PROGRAMS[name] = jax.jit(run)
+        _PROGRAMS[name] = _compile.jit(run)
     return _PROGRAMS[name]
 
 
@@ -490,7 +491,7 @@ def _single(program, consts, mu, variance, r, dtype):
     return res.params, mu_out, res, float(np.asarray(res.epoch_ifo)[-1])
 
 
-@functools.partial(jax.jit, static_argnames=("center",))
+@functools.partial(_compile.jit, static_argnames=("center",))
 def _prepare(data, seed, x0_given, x0, *, center):
     """The data's side in one program: the mean and centred data, finiteness, the variance
     per sample, the scales (:func:`_scales`) and the PRNG keys of the start and the run."""
@@ -504,7 +505,7 @@ def _prepare(data, seed, x0_given, x0, *, center):
                 mu_max=mu_max, key=key_run)
 
 
-@jax.jit
+@_compile.jit
 def _finish(x, centred):
     """(metrics of :func:`_metrics`, scores) of the result, one program."""
     return _metrics(x, centred), mm(centred, x)
