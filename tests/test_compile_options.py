@@ -1,5 +1,5 @@
-"""fit's and the task functions' CPU programs are compiled with the library's XLA options
-(CPU_COMPILER_OPTIONS: loop emitters, LLVM level 2): options
+"""fit's CPU programs are compiled with XLA's loop emitters (CPU_COMPILER_OPTIONS), the task
+functions' also at LLVM's second level (TASK_COMPILER_OPTIONS): options
 refused by an XLA that does not know them, results equal to a default compilation's up to
 rounding, the same bits on every call, and no option for a program traced by the caller."""
 
@@ -103,3 +103,23 @@ def test_the_task_functions_compile_with_the_library_options():
                          rproxjax.SSN.stochastic(), lanes=True)
     for program in (spca._prepare, spca._finish, path, rmc._solve):
         assert isinstance(program, _compile.jit)
+        assert program.options == _compile.TASK_COMPILER_OPTIONS
+    # fit's keep the default level, so that pure_fit under jax.jit gives its bits
+    assert "xla_backend_optimization_level" not in _compile.CPU_COMPILER_OPTIONS
+    assert _compile.TASK_COMPILER_OPTIONS["xla_backend_optimization_level"] == 2
+
+
+def test_the_task_options_give_the_default_compilations_results_up_to_rounding():
+    # A whole run compiled with the task functions' options (LLVM level 2) against a plain
+    # jax.jit of it: the same computation, rounding apart.
+    x0 = stiefel.random_point(jax.random.key(5), 30, 3)
+    data = jax.random.normal(jax.random.key(6), (200, 30))
+
+    def run(mu):
+        opt = rproxjax.r_prox_spb(0.5, 0.2, rproxjax.l1(mu), q=5)
+        return rproxjax.pure_fit(opt, problems.spca_loss, x0, data, key=jax.random.key(7),
+                                 batch_size=20, num_steps=42).params
+
+    task = _compile.jit(run, options=_compile.TASK_COMPILER_OPTIONS)
+    np.testing.assert_allclose(task(0.1), jax.jit(run)(0.1), atol=1e-13)
+    assert not bool(jnp.all(task(0.1) == task(0.3)))  # mu is an argument, not baked in

@@ -29,24 +29,29 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-__all__ = ["CPU_COMPILER_OPTIONS", "MAX_ENTRIES", "clear_cache", "compile_once", "jit"]
+__all__ = ["CPU_COMPILER_OPTIONS", "MAX_ENTRIES", "TASK_COMPILER_OPTIONS", "clear_cache",
+           "compile_once", "jit"]
 
 #: XLA options of the library's own CPU compilations (:func:`compile_once`, :class:`jit`:
 #: ``fit``'s programs, the task functions' and an eager ``tangent_prox``'s): XLA's loop
-#: emitters instead of its fusion emitters, and LLVM's second optimization level instead of
-#: its third. The solver's programs are many small fusions, which the loop emitters compile
-#: in about 60% of the time; LLVM's code generation, most of what is left, is cheaper at
-#: level 2, with steps no slower (``benchmarks/compile_time.py``: the quickstart's XLA
-#: compilations take 2.7 s instead of 3.9). The
-#: results equal those of a default compilation up to rounding (on the benchmarks' problems
-#: bit for bit; elsewhere a few units in the last place, as any change of fusion or code
-#: generation gives). Dropped when the installed XLA does not know them.
-CPU_COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False,
-                        "xla_backend_optimization_level": 2}
+#: emitters instead of its fusion emitters. The solver's programs are many small fusions,
+#: which the loop emitters compile in about 60% of the time, with steps no slower
+#: (``benchmarks/compile_time.py``). The results equal those of a default compilation up to
+#: rounding (on the benchmarks' problems bit for bit; elsewhere a few units in the last
+#: place, as any change of fusion gives). Dropped when the installed XLA does not know them.
+CPU_COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
+
+#: The task functions' CPU options (``sparse_pca``, ``robust_matrix_completion``): those of
+#: :data:`CPU_COMPILER_OPTIONS` and LLVM's second optimization level instead of its third.
+#: LLVM's code generation is most of the compile time the loop emitters leave, and level 2
+#: takes less of it with steps no slower (``benchmarks/compile_time.py``: the quickstart's
+#: XLA compilations take about 3 s instead of 3.9). ``fit`` keeps the third level: its iterates
+#: equal those of :func:`rproxjax.pure_fit` under a plain ``jax.jit`` bit for bit on the
+#: tests' problems, which level 2 changes in the last place.
+TASK_COMPILER_OPTIONS = {**CPU_COMPILER_OPTIONS, "xla_backend_optimization_level": 2}
 
 
 _REFUSED: set = set()  # option sets this process's XLA refused (not tried again)
-_CPU_KEY = tuple(sorted(CPU_COMPILER_OPTIONS.items()))
 
 
 def _refused(err: Exception, key: tuple) -> None:
@@ -87,20 +92,27 @@ def _options(args) -> dict:
 
 class jit:  # noqa: N801 (used as jax.jit is)
     """``jax.jit(fn, **kwargs)`` whose calls with arguments on the CPU compile with
-    :data:`CPU_COMPILER_OPTIONS` (unless this process's XLA refused them); plain
-    ``jax.jit`` elsewhere, and inside the caller's trace."""
+    ``options`` (:data:`CPU_COMPILER_OPTIONS` by default; unless this process's XLA refused
+    them); plain ``jax.jit`` elsewhere, and inside the caller's trace."""
 
-    def __init__(self, fn: Callable, **kwargs):
+    def __init__(self, fn: Callable, *, options: dict | None = None, **kwargs):
+        options = dict(CPU_COMPILER_OPTIONS if options is None else options)
+        self._key = tuple(sorted(options.items()))
         self._plain = jax.jit(fn, **kwargs)
-        self._cpu = jax.jit(fn, compiler_options=dict(CPU_COMPILER_OPTIONS), **kwargs)
+        self._cpu = jax.jit(fn, compiler_options=options, **kwargs)
         functools.update_wrapper(self, fn)
 
+    @property
+    def options(self) -> dict:
+        """The options of this function's CPU compilations."""
+        return dict(self._key)
+
     def __call__(self, *args, **kwargs):
-        if _on_cpu((args, kwargs)) and _CPU_KEY not in _REFUSED:
+        if _on_cpu((args, kwargs)) and self._key not in _REFUSED:
             try:
                 return self._cpu(*args, **kwargs)
             except jax.errors.JaxRuntimeError as err:
-                _refused(err, _CPU_KEY)
+                _refused(err, self._key)
         return self._plain(*args, **kwargs)
 
     def _cache_size(self) -> int:

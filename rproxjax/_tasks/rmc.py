@@ -236,8 +236,9 @@ def _setup(method, nnz, *, budget, batch_fraction, q, gamma, eta, scale, u_scale
 _RELAY = Relay()  # the epochs of a run compiled with progress go to the call's bar
 
 
-@functools.partial(_compile.jit, static_argnames=("method", "m", "n", "budget", "batch_fraction",
-                                             "q", "record_loss", "progress"))
+@functools.partial(_compile.jit, options=_compile.TASK_COMPILER_OPTIONS,
+                   static_argnames=("method", "m", "n", "budget", "batch_fraction", "q",
+                                    "record_loss", "progress"))
 def _solve(eta, scale, u_scale, gamma, rows, cols, values, lam, u0, key, *, method, m, n, budget,
            batch_fraction, q, record_loss, progress=False):
     """The whole run, V, L and F as one compiled program (cached per shape and settings)."""

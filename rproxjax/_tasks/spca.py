@@ -268,7 +268,7 @@ def _program(method, kw, q, ssn, lanes: bool, progress: bool = False):
         run = _make_run(method, kw, q, ssn, progress)
         if lanes:
             run = jax.vmap(run, in_axes=(0, None, None, None, None, None))
-        _PROGRAMS[name] = _compile.jit(run)
+        _PROGRAMS[name] = _compile.jit(run, options=_compile.TASK_COMPILER_OPTIONS)
     return _PROGRAMS[name]
 
 
@@ -491,7 +491,8 @@ def _single(program, consts, mu, variance, r, dtype):
     return res.params, mu_out, res, float(np.asarray(res.epoch_ifo)[-1])
 
 
-@functools.partial(_compile.jit, static_argnames=("center",))
+@functools.partial(_compile.jit, options=_compile.TASK_COMPILER_OPTIONS,
+                   static_argnames=("center",))
 def _prepare(data, seed, x0_given, x0, *, center):
     """The data's side in one program: the mean and centred data, finiteness, the variance
     per sample, the scales (:func:`_scales`) and the PRNG keys of the start and the run."""
@@ -505,7 +506,7 @@ def _prepare(data, seed, x0_given, x0, *, center):
                 mu_max=mu_max, key=key_run)
 
 
-@_compile.jit
+@functools.partial(_compile.jit, options=_compile.TASK_COMPILER_OPTIONS)
 def _finish(x, centred):
     """(metrics of :func:`_metrics`, scores) of the result, one program."""
     return _metrics(x, centred), mm(centred, x)
