@@ -144,3 +144,51 @@ def test_the_segments_of_a_block_are_one_program_with_the_whole_blocks_iterates(
     np.testing.assert_array_equal(segmented.params, whole.params)
     np.testing.assert_array_equal(segmented.history.zeta_norm, whole.history.zeta_norm)
     np.testing.assert_array_equal(segmented.epoch_ifo[::3], whole.epoch_ifo)
+
+
+def _solver_copies(run) -> int:
+    """Cholesky factorizations (one per copy of the Newton solver) in the compiled HLO."""
+    return jax.jit(run).lower().compile().as_text().count("potrf")
+
+
+@pytest.mark.parametrize("make", [
+    lambda: rproxjax.r_prox_sgd(0.5, 1.0, rproxjax.l1(0.1)),
+    lambda: rproxjax.r_prox_spb(0.5, 1.0, rproxjax.l1(0.1), q=5),
+], ids=["r_prox_sgd", "r_prox_spb"])
+def test_a_partial_last_epoch_shares_the_whole_epochs_program_on_cpu(make):
+    """On CPU a run whose last epoch is partial (num_steps not a multiple of the epoch's
+    steps) holds one copy of the step, its subproblem solver included, as a run of whole
+    epochs does (they were two: half the compile time of sparse_pca's path), and fit
+    compiles no program more for it. Its iterates are the same steps': test_array_likes
+    checks them against a longer run's and fit's against pure_fit's, bit for bit."""
+    if jax.default_backend() != "cpu":
+        pytest.skip("accelerators keep the partial epoch's own copy (no branch a step)")
+    rng = np.random.default_rng(2)
+    data = rng.standard_normal((200, D))
+    x0 = np.linalg.qr(rng.standard_normal((D, R)))[0]
+
+    def run(**budget):
+        return rproxjax.pure_fit(make(), problems.spca_loss, x0, data,
+                                 key=jax.random.key(5), batch_size=20, **budget).params
+
+    whole = _solver_copies(lambda: run(num_epochs=2))
+    assert whole >= 1
+    assert _solver_copies(lambda: run(num_steps=23)) == whole
+
+    counts = []
+
+    def count(event, duration, **kwargs):
+        counts[-1] += event.endswith("backend_compile_duration")
+
+    jax.monitoring.register_event_duration_secs_listener(count)
+    try:
+        for budget in ({"num_epochs": 3}, {"num_steps": 23}):
+            rproxjax._run.compile.clear_cache()
+            counts.append(0)
+            res = rproxjax.fit(make(), problems.spca_loss, x0, data, key=jax.random.key(5),
+                               batch_size=20, **budget)
+            jax.block_until_ready(res.params)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(count)
+    assert counts[1] <= counts[0]
+    assert res.history.ifo.shape == (23,)

@@ -50,7 +50,13 @@ from rproxjax._run.monitor import (
     check_progress,
     traced_callback,
 )
-from rproxjax._run.program import EpochProgram, History, make_objective, state_blocks
+from rproxjax._run.program import (
+    EpochProgram,
+    History,
+    fold_partial,
+    make_objective,
+    state_blocks,
+)
 from rproxjax._run.sharding import ShardedFiniteSum, data_mesh
 from rproxjax._typing import Array, ArrayLike, PRNGKey, PyTree
 
@@ -484,14 +490,17 @@ def _draw_inputs(compiled, program, segmented, element, head, drawn):
     return drawn["block"], j
 
 
-def _epoch_fn(program, partial=None, segmented=False):
+def _epoch_fn(program, partial=None, segmented=False, limited=False):
     """One epoch of ``program`` from its inputs (sample indices, an online chunk, or a
     block's samples with a segment's index), or its first ``partial`` steps (a run's last,
-    partial epoch)."""
+    partial epoch); ``limited``: its first ``inputs[1]`` steps (traced) of ``inputs[0]``
+    (:meth:`EpochProgram.run_limited`)."""
     finite = program.finite_sum
 
     def epoch(c, inputs):
-        if segmented:
+        if limited:
+            c, hist = program.run_limited(c, *inputs)
+        elif segmented:
             c, hist = program.run_segment(c, *inputs, partial)
         else:
             c, hist = (program.run(c, inputs) if partial is None
@@ -519,15 +528,28 @@ def _finite_loop(program, carry, key, total, last, monitor):
     post = compile_once(post, carry, key, np.bool_(True))
     loss, key_next, inputs = post(carry, key, np.bool_(True))
     programs, epochs, elapsed = {}, _Epochs(carry, True, key, loss), 0.0
+    fold = last is not None and fold_partial()  # one program, as pure_fit's
+    steps = np.int32(program.plan.steps)
     with epochs.kept(monitor):
         for e in range(total):
             partial = last if e == total - 1 else None
-            if partial not in programs:
-                programs[partial] = compile_once(_epoch_fn(program, partial), carry, inputs)
+            if fold:
+                if not programs:
+                    programs[None] = compile_once(_epoch_fn(program, limited=True), carry,
+                                                  (inputs, steps))
+                args = (inputs, steps if partial is None else np.int32(partial))
+                run = programs[None]
+            else:
+                if partial not in programs:
+                    programs[partial] = compile_once(_epoch_fn(program, partial), carry,
+                                                     inputs)
+                args, run = inputs, programs[partial]
             start = time.perf_counter()
-            carry, hist, _ = programs[partial](carry, inputs)
+            carry, hist, _ = run(carry, args)
             jax.block_until_ready(carry)
             elapsed += time.perf_counter() - start
+            if fold and partial is not None:
+                hist = jax.tree.map(lambda a, n=partial: np.asarray(a)[:n], hist)  # on the host
             key = key_next
             loss, key_next, inputs = post(carry, key, np.bool_(e < total - 1))
             if monitor.update(epochs.add(carry, hist, loss, elapsed, total, key)):
@@ -696,21 +718,28 @@ def pure_fit(optimizer: optax.GradientTransformation,
     check_callback(callback)
     loss0 = program.end_loss(carry, None)
 
+    fold = last is not None and fold_partial()
+
     def epoch(ck, e, partial=None):  # one key split per epoch, as _epoch_keys splits them
         c, k = ck
         k, sub = jax.random.split(k)
         inputs = program.sampler.epoch_inputs(sub, program.plan)
-        c, hist = (program.run(c, inputs) if partial is None
-                   else program.run_partial(c, inputs, partial))
+        if fold:  # every epoch in one program, the last one partial
+            c, hist = program.run_limited(c, inputs, jnp.where(e == epochs - 1, last,
+                                                               program.plan.steps))
+        else:
+            c, hist = (program.run(c, inputs) if partial is None
+                       else program.run_partial(c, inputs, partial))
         loss = program.end_loss(c, None)
         if callback is not None:
             traced_callback(callback, e + 1, epochs, c, loss, k)
         return (c, k), (hist, loss, c[2])
 
-    whole = epochs if last is None else epochs - 1
+    whole = epochs if last is None or fold else epochs - 1
     (carry, key), (hist, losses, ifos) = lax.scan(epoch, (carry, key), jnp.arange(whole))
-    hist = jax.tree.map(lambda a: a.reshape((-1,) + a.shape[2:]), hist)
-    if last is not None:  # the partial last epoch: exactly num_steps steps
+    rows = (epochs - 1) * program.plan.steps + last if fold else None  # num_steps exactly
+    hist = jax.tree.map(lambda a: a.reshape((-1,) + a.shape[2:])[:rows], hist)
+    if last is not None and not fold:  # the partial last epoch: exactly num_steps steps
         (carry, key), (h, loss, ifo) = epoch((carry, key), whole, last)
         hist = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), hist, h)
         losses, ifos = jnp.concatenate([losses, loss[None]]), jnp.concatenate([ifos, ifo[None]])

@@ -333,13 +333,16 @@ class EpochProgram:
         return History(ifo, zeta_norm, steps, residual, status, feasibility,
                        any_halted(state), jnp.bool_(refresh), variance, loss)
 
-    def _plain(self, carry, inputs):
+    def _plain(self, carry, inputs, limit=None):
         def body(c, element):
             g, g_point = self.minibatch_grads(c[0], c[1], element)
             return self.step(c, g, element, step_cost(self.needs, self.plan.batch_size), False,
                              g_point)
 
-        return lax.scan(body, carry, inputs)
+        if limit is None:
+            return lax.scan(body, carry, inputs)
+        steps = jnp.arange(jax.tree.leaves(inputs)[0].shape[0])
+        return lax.scan(_limited(body, limit), carry, (inputs, steps))
 
     def _block_body(self, small, big):
         """The scan body of a block's steps, over the step's index k in its block: one
@@ -372,21 +375,37 @@ class EpochProgram:
 
         return body
 
-    def _blocks(self, carry, inputs):
+    def _blocks(self, carry, inputs, limit=None):
         """Blocks of a refresh (on the block's large batch) and minibatch steps, each one
-        scan of :meth:`_block_body`."""
+        scan of :meth:`_block_body`; with ``limit``, the epoch's first ``limit`` steps."""
 
         def block(c, block_inputs):
-            small, big = block_inputs
-            count = jax.tree.leaves(small)[0].shape[0] + 1
-            return lax.scan(self._block_body(small, big), c, jnp.arange(count))
+            (small, big), first = block_inputs
+            steps = jnp.arange(jax.tree.leaves(small)[0].shape[0] + 1)
+            body = self._block_body(small, big)
+            if limit is None:
+                return lax.scan(body, c, steps)
+            # the block's step k is the epoch's step first + k
+            return lax.scan(_limited(body, limit - first), c, (steps, steps))
 
-        carry, hist = lax.scan(block, carry, inputs)
+        small = jax.tree.leaves(inputs[0])[0]  # (blocks, q - 1, ...)
+        firsts = jnp.arange(small.shape[0]) * (small.shape[1] + 1)
+        carry, hist = lax.scan(block, carry, (inputs, firsts))
         return carry, jax.tree.map(lambda a: a.reshape((-1,) + a.shape[2:]), hist)
 
     def run(self, carry, inputs):
         """(carry, history) of one epoch; carry = (params, opt_state, ifo)."""
         return (self._plain if self.plan.q is None else self._blocks)(carry, inputs)
+
+    def run_limited(self, carry, inputs, limit):
+        """(carry, history) of the epoch's first ``limit`` steps (a traced count) in the
+        program of a whole epoch: the later steps leave the carry as it is and give history
+        rows of zeros, for the caller to drop. On CPU a run whose last epoch is partial runs
+        every epoch so (:func:`rproxjax.pure_fit`, :func:`rproxjax.fit`): one copy of the
+        step, subproblem solver included, in its program instead of two (:meth:`run`'s and
+        :meth:`run_partial`'s), at the cost of a branch per step, which CPUs take without a
+        host round trip. The steps are :meth:`run_partial`'s, on the same samples."""
+        return (self._plain if self.plan.q is None else self._blocks)(carry, inputs, limit)
 
     def run_partial(self, carry, inputs, steps: int):
         """(carry, history) of the first ``steps`` steps of the epoch whose inputs (drawn as
@@ -433,3 +452,27 @@ def _minibatch(small, i):
         return lax.dynamic_index_in_dim(a, jnp.maximum(i, 0), keepdims=False)
 
     return jax.tree.map(take, small)
+
+
+def _limited(body, limit):
+    """``body(c, x)`` as the body of a scan over (x, t), run where the step index t is below
+    ``limit`` (traced, shared by ``vmap`` lanes: a ``lax.cond`` that stays a branch);
+    elsewhere the carry passes unchanged with zero outputs."""
+
+    def run(c, xs):
+        x, t = xs
+        out = jax.eval_shape(body, c, x)[1]
+
+        def skip(c, _):
+            return c, jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), out)
+
+        return lax.cond(t < limit, body, skip, c, x)
+
+    return run
+
+
+def fold_partial() -> bool:
+    """Whether a run whose last epoch is partial runs every epoch through
+    :meth:`EpochProgram.run_limited`: on CPU (read when traced). On accelerators each
+    branch costs a host round trip a step, and the partial epoch keeps its own copy."""
+    return jax.default_backend() == "cpu"
