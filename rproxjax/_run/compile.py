@@ -44,10 +44,9 @@ CPU_COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
 #: The task functions' CPU options (``sparse_pca``, ``robust_matrix_completion``): those of
 #: :data:`CPU_COMPILER_OPTIONS` and LLVM's second optimization level instead of its third.
 #: LLVM's code generation is most of the compile time the loop emitters leave, and level 2
-#: takes less of it with steps no slower (``benchmarks/compile_time.py``: the quickstart's
-#: XLA compilations take about 3 s instead of 3.9). ``fit`` keeps the third level: its iterates
-#: equal those of :func:`rproxjax.pure_fit` under a plain ``jax.jit`` bit for bit on the
-#: tests' problems, which level 2 changes in the last place.
+#: takes less of it with steps no slower (``benchmarks/compile_time.py``). ``fit`` keeps the
+#: third level: its iterates equal those of :func:`rproxjax.pure_fit` under a plain
+#: ``jax.jit`` bit for bit on the tests' problems, which level 2 changes in the last place.
 TASK_COMPILER_OPTIONS = {**CPU_COMPILER_OPTIONS, "xla_backend_optimization_level": 2}
 
 
