@@ -379,18 +379,21 @@ class EpochProgram:
         """Blocks of a refresh (on the block's large batch) and minibatch steps, each one
         scan of :meth:`_block_body`; with ``limit``, the epoch's first ``limit`` steps."""
 
-        def block(c, block_inputs):
-            (small, big), first = block_inputs
+        def block(c, block_inputs, first=None):
+            small, big = block_inputs
             steps = jnp.arange(jax.tree.leaves(small)[0].shape[0] + 1)
             body = self._block_body(small, big)
-            if limit is None:
+            if first is None:
                 return lax.scan(body, c, steps)
             # the block's step k is the epoch's step first + k
             return lax.scan(_limited(body, limit - first), c, (steps, steps))
 
-        small = jax.tree.leaves(inputs[0])[0]  # (blocks, q - 1, ...)
-        firsts = jnp.arange(small.shape[0]) * (small.shape[1] + 1)
-        carry, hist = lax.scan(block, carry, (inputs, firsts))
+        if limit is None:
+            carry, hist = lax.scan(block, carry, inputs)
+        else:
+            small = jax.tree.leaves(inputs[0])[0]  # (blocks, q - 1, ...)
+            firsts = jnp.arange(small.shape[0]) * (small.shape[1] + 1)
+            carry, hist = lax.scan(lambda c, xs: block(c, *xs), carry, (inputs, firsts))
         return carry, jax.tree.map(lambda a: a.reshape((-1,) + a.shape[2:]), hist)
 
     def run(self, carry, inputs):
