@@ -15,6 +15,8 @@ compilations:
   Gaussian data (float32), X0 from a QR factor, ``rproxjax.fit`` of R-ProxSGD
   (``r_prox_sgd(0.5, 1.0, l1(0.1))``) and then of R-ProxSPB (q = 10) for r = 5, b = 50,
   3 epochs; then both again with new values of mu and the step sizes (compiles nothing).
+* ``first_fit_steps``: the same first fits with ``num_steps=100`` (epochs of 40 steps, the
+  last one partial), in a process of their own.
 * ``demo``: the main demonstration, ``python -m rproxjax --quick --no-plot --no-cache``
   (run in this process with ``runpy``): R-ProxSPB, R-ProxSGD and R-Subgrad on 5,000 MNIST
   digits at 4 IFO/n, without its figures.
@@ -137,6 +139,24 @@ def scenario_first_fit() -> dict:
     return out
 
 
+def scenario_first_fit_steps() -> dict:
+    """``first_fit``'s data and optimizers with ``num_steps=100`` instead of 3 epochs: epochs
+    of 40 steps, the last one partial (20 steps)."""
+    import numpy as np
+
+    import rproxjax
+
+    rng = np.random.default_rng(0)
+    data = rng.standard_normal((2000, 100)).astype(np.float32)
+    x0 = np.linalg.qr(rng.standard_normal((100, 5)))[0].astype(np.float32)
+    key = jax.random.key(0)
+    makers = (("R-ProxSGD", lambda: rproxjax.r_prox_sgd(0.5, 1.0, rproxjax.l1(0.1))),
+              ("R-ProxSPB", lambda: rproxjax.r_prox_spb(0.5, 1.0, rproxjax.l1(0.1), q=10)))
+    return {f"{name}, first": _measure(lambda make=make: jax.block_until_ready(
+        rproxjax.fit(make(), rproxjax.problems.spca_loss, x0, data, key=key, batch_size=50,
+                     num_steps=100).params)) for name, make in makers}
+
+
 def scenario_loop() -> dict:
     import rproxjax
     from rproxjax import datasets, problems
@@ -207,7 +227,8 @@ def main(argv=None):
 
 
 SCENARIOS = {"quickstart": scenario_quickstart, "first_fit": scenario_first_fit,
-             "demo": scenario_demo, "loop": scenario_loop}
+             "first_fit_steps": scenario_first_fit_steps, "demo": scenario_demo,
+             "loop": scenario_loop}
 
 
 if __name__ == "__main__":
