@@ -203,8 +203,10 @@ def _newton_schulz(a):
     m = mm(mT(a), a)
     c = jnp.max(jnp.sum(jnp.abs(m), axis=-1), axis=-1)[..., None, None]
     eye = jnp.eye(m.shape[-1], dtype=a.dtype)
-    y, z, t = m / c, jnp.broadcast_to(eye, m.shape), eye
-    for _ in range(_NS_ITERS):
+    y = m / c
+    t = 1.5 * eye - 0.5 * y  # the first iteration, Z_0 = I: Z_0 Y_0 = Y_0 and Z_1 = T_0
+    y, z = mm(y, t), t
+    for _ in range(_NS_ITERS - 1):
         t = 1.5 * eye - 0.5 * mm(z, y)
         y, z = mm(y, t), mm(t, z)
     resid = 2.0 * (t - eye)  # R before the last iteration: Z Y = 3 I - 2 T
