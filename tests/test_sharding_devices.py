@@ -178,3 +178,23 @@ def test_a_halted_sharded_run_keeps_its_point(problem):
     for res in (a, b):
         assert np.asarray(res.history.halted).all()
         np.testing.assert_array_equal(res.params, x0)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: rproxjax.r_prox_sgd(0.1, 0.5, rproxjax.l1(0.05)),
+    lambda: rproxjax.r_prox_spb(0.5, 0.5, rproxjax.l1(0.05), q=4),
+], ids=["r_prox_sgd", "r_prox_spb"])
+def test_a_partial_last_epoch_runs_sharded(problem, make):
+    # num_steps = 11: an epoch of 8 steps and a partial one of 3 (with blocks of q = 4, a
+    # partial block), which on CPU runs in the whole epochs' program: the same steps as the
+    # first 11 of a longer sharded run, and pure_fit under jit gives fit's point.
+    z, x0, mesh = problem
+    kw = dict(key=jax.random.key(5), batch_size=B, mesh=mesh)
+    part = rproxjax.fit(make(), spca_loss, x0, z, num_steps=11, **kw)
+    full = rproxjax.fit(make(), spca_loss, x0, z, num_steps=16, **kw)
+    assert part.history.ifo.shape == (11,)
+    np.testing.assert_allclose(part.history.zeta_norm, full.history.zeta_norm[:11],
+                               rtol=1e-12)
+    np.testing.assert_array_equal(part.history.ifo, full.history.ifo[:11])
+    pure = jax.jit(lambda: rproxjax.pure_fit(make(), spca_loss, x0, z, num_steps=11, **kw))()
+    np.testing.assert_allclose(pure.params, part.params, rtol=0, atol=1e-12)
