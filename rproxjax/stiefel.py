@@ -182,9 +182,10 @@ def _polar_factor(a, passes=None):
 
 
 #: Newton-Schulz iterations of the matrix-product polar factor: converged (the test of
-#: :func:`_newton_schulz`) up to cond(a)^2 = 10 at least (a rank-one step X + V, d = 60-784,
-#: r = 4-32, float32 and float64), so on every optimizer step of ||V||_2 <= 3 and on longer
-#: ones whose V is not dominated by a few directions.
+#: :func:`_newton_schulz`) on tangent steps X + V of ||V||_2 <= 2 in float64 and <= 3 in
+#: float32 (cond(a)^2 <= 5 and <= 10; r = 4-32, singular values of V spread evenly over
+#: [0, ||V||_2]; rank-one steps up to ||V||_2 = 3 in float64). Longer steps take the
+#: eigendecomposition passes.
 _NS_ITERS = 8
 
 
@@ -197,7 +198,7 @@ def _newton_schulz(a):
     R_{k+1} = 3/4 R_k^2 + 1/4 R_k^3. ``converged`` (per matrix of the batch) says that
     ||R||_F <= sqrt(eps) before the last iteration, so that the last one leaves R at the
     rounding level; it is False for NaN or inf and for a^T a of eigenvalues spread by more
-    than the iterations can close (cond(a)^2 above 10-20). Where it converged, the result
+    than the iterations can close (see ``_NS_ITERS``). Where it converged, the result
     is orthonormal to rounding: one eigendecomposition pass loses eps cond(a)^2 at worst.
     """
     m = mm(mT(a), a)
@@ -418,7 +419,8 @@ def retract(x: ArrayLike, v: ArrayLike, retraction: Retraction = "polar",
     * ``"polar"``: (X + V)(I + V^T V)^{-1/2}, computed as the orthonormal polar
       factor of X + V: on CPU through r x r eigendecompositions, on GPUs and TPUs by
       Newton-Schulz iterations of r x r matrix products (the eigendecompositions only
-      where those have not converged: cond(X + V)^2 above 10-20).
+      where those have not converged: steps of ||V||_2 above about 2 in float64, 3 in
+      float32).
     * ``"exp"``: the Riemannian exponential (geodesic) of the canonical metric,
       [X, Q] expm([[A, -R^T], [R, 0]]) [I; 0] with A = X^T V and QR = (I - X X^T) V
       (Edelman, Arias and Smith 1998, eq. 2.42); a retraction for the embedded

@@ -302,11 +302,19 @@ def test_newton_schulz_polar_falls_back_where_it_has_not_converged(dtype, bound)
         np.testing.assert_allclose(ys[0], stiefel._polar_factor(a[0], passes="two"),
                                    atol=bound)
     assert "cond[" in str(jax.make_jaxpr(jax.vmap(polar))(a))
-    # The documented reach: cond(a)^2 = 10 (||V||_2 = 3) takes the products alone, at the
-    # rounding level.
-    x3, v3 = _ill_conditioned_step(23, 60, 4, 3.0, dtype)
-    u, converged = stiefel._newton_schulz(x3 + v3)
-    assert bool(converged) and float(stiefel.feasibility(u)) < bound
+    # The documented reach: a rank-one step of ||V||_2 = 3 in float64 (cond(a)^2 = 10), and
+    # steps of r = 32 whose singular values spread evenly over [0, ||V||_2] up to 2 in
+    # float64 and 3 in float32, take the products alone, at the rounding level.
+    reach = 2.0 if dtype == jnp.float64 else 3.0
+    steps = [_ill_conditioned_step(23, 60, 4, 3.0, dtype)] if dtype == jnp.float64 else []
+    for seed in range(3):
+        x3, v3 = _point_and_tangent(30 + seed, 300, 32, dtype)
+        left, _, right = jnp.linalg.svd(v3, full_matrices=False)
+        spread = jnp.linspace(0.0, reach, 32).astype(dtype)
+        steps.append((x3, (left * spread) @ right))
+    for x3, v3 in steps:
+        u, converged = stiefel._newton_schulz(x3 + v3)
+        assert bool(converged) and float(stiefel.feasibility(u)) < bound
 
 
 def test_newton_schulz_polar_stays_feasible_over_many_steps():
