@@ -6,7 +6,7 @@
 # default order: step_cost subproblem_real scale tests; step_cost first, as the kernel's
 # per-step rows are what a kernel change moves; `profile`, not in the default order, runs
 # benchmarks/gpu_profile.py: the device's kernels per step and the retraction's and the
-# Newton system's forms alone, about 80 s on an H200; `profile_flags` its steps in float64
+# Newton system's forms alone, 93 s on an H200 before its whole-run rows; `profile_flags` its steps in float64
 # under two settings of XLA's command buffers, gpu_profile_cmdbuf_{loops,none}.{md,json}). The timed parts run first, on a quiet
 # machine, and each benchmark compiles its programs concurrently before timing them (16 host
 # cores), then the test suite runs on 14 workers for what time is left. JAX's default TF32
