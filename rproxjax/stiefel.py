@@ -182,9 +182,9 @@ def _polar_factor(a, passes=None):
 
 
 #: Newton-Schulz iterations of the matrix-product polar factor: converged (the test of
-#: :func:`_newton_schulz`) on tangent steps X + V of ||V||_2 <= 2 in float64 and <= 3 in
-#: float32 (cond(a)^2 <= 5 and <= 10; r = 4-32, singular values of V spread evenly over
-#: [0, ||V||_2]; rank-one steps up to ||V||_2 = 3 in float64). Longer steps take the
+#: :func:`_newton_schulz`) on tangent steps X + V of ||V||_2 <= 3 in float64 and <= 4.5 in
+#: float32 (cond(a)^2 <= 10 and <= 21; r = 4-32, singular values of V spread evenly over
+#: [0, ||V||_2]; rank-one steps up to ||V||_2 = 4 in float64). Longer steps take the
 #: eigendecomposition passes.
 _NS_ITERS = 8
 
@@ -192,9 +192,11 @@ _NS_ITERS = 8
 def _newton_schulz(a):
     """(a (a^T a)^{-1/2}, converged) by the coupled Newton-Schulz iteration, products only.
 
-    With M = a^T a scaled by c = ||M||_inf (>= its largest eigenvalue), Y_0 = M / c and
-    Z_0 = I, the iteration T_k = (3 I - Z_k Y_k) / 2, Y_{k+1} = Y_k T_k, Z_{k+1} = T_k Z_k
-    takes Z_k to (M / c)^{-1/2} quadratically: R_k = I - Z_k Y_k (a polynomial in M) obeys
+    With M = a^T a scaled by c = max(tr(M) / r, ||M||_inf / 2), so that the spectrum of
+    M / c lies in (0, 2] (||M||_inf bounds the largest eigenvalue) and near 1 where M is
+    near a multiple of I (tr(M) / r is the mean eigenvalue), Y_0 = M / c and Z_0 = I, the
+    iteration T_k = (3 I - Z_k Y_k) / 2, Y_{k+1} = Y_k T_k, Z_{k+1} = T_k Z_k takes Z_k to
+    (M / c)^{-1/2} quadratically: R_k = I - Z_k Y_k (a polynomial in M) obeys
     R_{k+1} = 3/4 R_k^2 + 1/4 R_k^3. ``converged`` (per matrix of the batch) says that
     ||R||_F <= sqrt(eps) before the last iteration, so that the last one leaves R at the
     rounding level; it is False for NaN or inf and for a^T a of eigenvalues spread by more
@@ -202,7 +204,9 @@ def _newton_schulz(a):
     is orthonormal to rounding: one eigendecomposition pass loses eps cond(a)^2 at worst.
     """
     m = mm(mT(a), a)
-    c = jnp.max(jnp.sum(jnp.abs(m), axis=-1), axis=-1)[..., None, None]
+    inf_norm = jnp.max(jnp.sum(jnp.abs(m), axis=-1), axis=-1)  # >= the largest eigenvalue
+    mean = jnp.trace(m, axis1=-2, axis2=-1) / m.shape[-1]  # <= the largest eigenvalue
+    c = jnp.maximum(mean, 0.5 * inf_norm)[..., None, None]
     eye = jnp.eye(m.shape[-1], dtype=a.dtype)
     y = m / c
     t = 1.5 * eye - 0.5 * y  # the first iteration, Z_0 = I: Z_0 Y_0 = Y_0 and Z_1 = T_0
@@ -419,7 +423,7 @@ def retract(x: ArrayLike, v: ArrayLike, retraction: Retraction = "polar",
     * ``"polar"``: (X + V)(I + V^T V)^{-1/2}, computed as the orthonormal polar
       factor of X + V: on CPU through r x r eigendecompositions, on GPUs and TPUs by
       Newton-Schulz iterations of r x r matrix products (the eigendecompositions only
-      where those have not converged: steps of ||V||_2 above about 2 in float64, 3 in
+      where those have not converged: steps of ||V||_2 above about 3 in float64, 4.5 in
       float32).
     * ``"exp"``: the Riemannian exponential (geodesic) of the canonical metric,
       [X, Q] expm([[A, -R^T], [R, 0]]) [I; 0] with A = X^T V and QR = (I - X X^T) V
