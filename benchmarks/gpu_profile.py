@@ -62,7 +62,6 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from jax import lax
 
 import rproxjax
@@ -231,35 +230,6 @@ def _short(name):
     return re.sub(r"\s+", " ", name)[:70]
 
 
-def retraction_scan_of(method, retraction, ssn):
-    """step_cost's scan of ``method`` with another retraction (no SARAH variant)."""
-    return jax.jit(_scan_with(_retraction_opt(method, retraction, ssn)))
-
-
-def _retraction_opt(method, retraction, ssn):
-    return {"subgrad": lambda mu: rproxjax.r_subgrad(
-                   rproxjax.inverse_sqrt_schedule(step_cost.ETA0), rproxjax.l1(mu),
-                   retraction=retraction),
-               "sgd": lambda mu: rproxjax.r_prox_sgd(
-                   rproxjax.inverse_sqrt_schedule(step_cost.ETA0), step_cost.GAMMA,
-                   rproxjax.l1(mu), ssn=ssn, retraction=retraction)}[method]
-
-
-def _scan_with(make_opt):
-    def scan(x, state, idx, data, mu):
-        opt = make_opt(mu)
-
-        def body(carry, ib):
-            x, state = carry
-            g = step_cost.batch_grad(x, data[ib])
-            updates, state = opt.update(g, state, x)
-            return (optax.apply_updates(x, updates), state), step_cost.newton_steps(state)
-
-        return lax.scan(body, (x, state), idx)
-
-    return scan
-
-
 def custom_calls(fn, args):
     """{target: count} of the custom calls in the optimized HLO of ``fn(*args)``."""
     text = fn.lower(*args).compile().as_text()
@@ -290,8 +260,8 @@ def bench_steps(dtype, mu_f, repeats):
         calls[row] = (step_cost.make_scan(method, row_ssn), (*start, idx, data, mu))
     for method, retraction in RETRACTION_ROWS:
         x_start = starts[method][0]
-        state = _retraction_opt(method, retraction, ssn)(mu).init(x_start)
-        calls[f"{method}_{retraction}"] = (retraction_scan_of(method, retraction, ssn),
+        state = step_cost.make_opt(method, mu, ssn, retraction).init(x_start)
+        calls[f"{method}_{retraction}"] = (step_cost.make_scan(method, ssn, retraction),
                                            (x_start, state, idx, data, mu))
     steps = dict.fromkeys(calls, T)
     mus = jnp.geomspace(0.05, 0.8, SWEEP_LANES).astype(dtype)

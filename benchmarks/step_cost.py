@@ -161,15 +161,17 @@ GOAL_ROWS = ("sgd", "sarah", "spb_avg", "spb_ifo")
 # Optimizers and the compiled functions
 
 
-def make_opt(method, mu, ssn):
+def make_opt(method, mu, ssn, retraction="polar"):
     """The optimizer of ``method`` at mu; the proximal ones solve with settings ``ssn``."""
     reg = rproxjax.l1(mu)
     if method.startswith("sgd"):
-        return rproxjax.r_prox_sgd(rproxjax.inverse_sqrt_schedule(ETA0), GAMMA, reg, ssn=ssn)
+        return rproxjax.r_prox_sgd(rproxjax.inverse_sqrt_schedule(ETA0), GAMMA, reg, ssn=ssn,
+                                   retraction=retraction)
     if method in ("spb", "sarah", "sarah2", "refresh"):
-        return rproxjax.r_prox_spb(ETA0, GAMMA, reg, q=Q, ssn=ssn)
+        return rproxjax.r_prox_spb(ETA0, GAMMA, reg, q=Q, ssn=ssn, retraction=retraction)
     if method in ("subgrad", "grad"):
-        return rproxjax.r_subgrad(rproxjax.inverse_sqrt_schedule(ETA0), reg)
+        return rproxjax.r_subgrad(rproxjax.inverse_sqrt_schedule(ETA0), reg,
+                                  retraction=retraction)
     raise ValueError(method)
 
 
@@ -193,11 +195,11 @@ def run(method, ssn, mu, key, data, x0):
     return res.params, res.opt_state, res.history.ssn_steps, res.epoch_ifo[-1]
 
 
-def make_scan(method, ssn):
+def make_scan(method, ssn, retraction="polar"):
     """jit of (x, state, idx, data, mu) -> ((x, state), per-step outputs): T steps."""
 
     def scan(x, state, idx, data, mu):
-        opt = make_opt(method, mu, ssn)
+        opt = make_opt(method, mu, ssn, retraction)
 
         def body(carry, ib):
             x, state = carry
