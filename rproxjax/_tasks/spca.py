@@ -47,6 +47,10 @@ REFINE_ROUNDS = 3
 """Refinements at most."""
 NONZERO_RTOL = 0.02
 """A path stops refining once a count is within 2% of the target."""
+CUT_SLACK = 0.25
+"""With the refit, a path also stops refining once a run has between k and 1.25 k nonzeros
+(and another at most k): its cut to the k largest entries is then a candidate pattern as
+good as a nearer run's."""
 
 
 class SparsePCAPath(NamedTuple):
@@ -317,18 +321,21 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
     With ``nonzeros=k`` instead of ``mu``, the regularization path runs over 12 values of
     mu (0.002 to 4 times mu_max) as one compiled ``vmap`` program, then over 8
     values between the two that bracket k (the same compiled program), up to 3 times
-    until a count is within 2% of k. Without the refit, the result is the run whose
-    total count of nonzeros (entries |X_ij| > 1e-3) is nearest k. With it, the zero
-    pattern is the best of several with about k nonzeros: the run nearest k, and the
-    path's other denser runs and (without ``x0``) the principal directions (mu = 0) each
-    cut to its k largest entries (cutting a denser solution keeps its large loadings
-    where the l1 weight that would make it as sparse spreads its zeros evenly: the
-    better pattern at dense targets). The candidates are ranked by the adjusted variance
-    of their column-normalized entries, and the run nearest k and the three best cuts
-    are refitted; the result is the refit that explains the most variance, always at
-    least the nearest run's. ``mu`` is then the l1 weight of the run whose pattern won
-    (0 for the principal directions), and ``settings["support"]`` says which: "run",
-    "cut" or "start". The whole path (every mu tried, sorted) is returned.
+    until a count is within 2% of k, or, with the refit, until the path holds a run with
+    between k and 1.25 k nonzeros (and one with at most k). Without the refit, the
+    result is the run whose total count of nonzeros (entries |X_ij| > 1e-3) is nearest
+    k. With it, the zero pattern is the best of several with at most k nonzeros: the
+    run nearest k among those with at most k, and the path's denser runs and (without
+    ``x0``) the principal directions (mu = 0) each cut to its k largest entries
+    (cutting a denser solution keeps its large loadings where the l1 weight that would
+    make it as sparse spreads its zeros evenly: the better pattern at dense targets).
+    The candidates are ranked by the adjusted variance of their column-normalized
+    entries, and the run and the three best cuts are refitted; the result is the refit
+    that explains the most variance, always at least the run's own. ``mu`` is then the
+    l1 weight of the run whose pattern won (0 for the principal directions), and
+    ``settings["support"]`` says which: "run", "cut" or "start". The whole path (every
+    mu tried, sorted) is returned. (Where no run of the path has at most k nonzeros,
+    the nearest one is the run candidate, and the result may have more than k.)
 
     Args:
       data: n x d array (NumPy or JAX; integers are converted to JAX's default float).
@@ -411,7 +418,8 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
         target = _positive_int("nonzeros", nonzeros, r, d * r)
         x, mu_out, path, ifo, denser = _path(_program(method, kw, q, ssn, True), consts,
                                              target, mu_max, variance, r, np_dtype,
-                                             Stages(1 + REFINE_ROUNDS, progress, "path round"))
+                                             Stages(1 + REFINE_ROUNDS, progress, "path round"),
+                                             cut=bool(refit))
         history = None
         if not x0_given:  # the principal directions, mu = 0
             denser.append((np_dtype.type(0), np.asarray(prep["x0"])))
@@ -512,7 +520,7 @@ def _finish(x, centred):
     return _metrics(x, centred), mm(centred, x)
 
 
-def _path(program, consts, target, mu_max, variance, r, dtype, stages):
+def _path(program, consts, target, mu_max, variance, r, dtype, stages, cut=False):
     """(X, mu, path, IFOs, denser) of the run whose nonzeros are nearest ``target``, and the
     other denser runs (see :func:`_best`).
 
@@ -521,7 +529,9 @@ def _path(program, consts, target, mu_max, variance, r, dtype, stages):
     grows), until a count is within ``NONZERO_RTOL`` of it: every round is a call of the
     same compiled ``vmap`` program (mu is traced; a round of fewer values than the grid is
     padded with its last value, so that the program compiles once); the bookkeeping is
-    NumPy."""
+    NumPy. With ``cut`` (the refit follows), a run with between k and (1 + ``CUT_SLACK``) k
+    nonzeros also ends the refinements, and the run returned is the one nearest k with at
+    most k nonzeros (where there is one): every denser run is cut to k instead."""
     runs = []  # (mus, params, metrics, counts, failed, IFOs), NumPy
 
     lanes = len(PATH_FRACTIONS)  # every round one program: a shorter round is padded
@@ -540,20 +550,24 @@ def _path(program, consts, target, mu_max, variance, r, dtype, stages):
                       f"nonzeros nearest {target}: {near}")
 
     try:
-        _rounds(run, runs, mu_max, target)
+        _rounds(run, runs, mu_max, target, cut)
     finally:
         stages.close()
-    return _best(runs, target, variance, dtype)
+    return _best(runs, target, variance, dtype, cut)
 
 
-def _rounds(run, runs, mu_max, target):
-    """The path's grid, then the refinements until a count is near enough the target."""
+def _rounds(run, runs, mu_max, target, cut=False):
+    """The path's grid, then the refinements until a count is near enough the target (with
+    ``cut``: or a run is denser than it by at most ``CUT_SLACK``)."""
     run(mu_max * PATH_FRACTIONS)
     for _ in range(REFINE_ROUNDS):
         mus = np.concatenate([a[0] for a in runs])
         counts = np.concatenate([a[3] for a in runs]).astype(float)
         ok = ~np.concatenate([a[4] for a in runs])
-        if np.any(ok & (np.abs(counts - target) <= NONZERO_RTOL * target)):
+        near = np.abs(counts - target) <= NONZERO_RTOL * target
+        if cut and np.any(ok & (counts <= target)):  # a run to return uncut, and one to cut
+            near |= (counts >= target) & (counts <= (1.0 + CUT_SLACK) * target)
+        if np.any(ok & near):
             break
         above, below = mus[ok & (counts > target)], mus[ok & (counts < target)]
         lo = above.max() if above.size else mus.min() * 1e-2
@@ -561,9 +575,10 @@ def _rounds(run, runs, mu_max, target):
         run(np.geomspace(lo, hi, REFINE_POINTS + 2)[1:-1])
 
 
-def _best(runs, target, variance, dtype):
-    """(X, mu, path, IFOs, denser) of the run nearest the target, the whole path, and the
-    other runs with more nonzeros than the target (and not failed), as (mu, X) pairs."""
+def _best(runs, target, variance, dtype, cut=False):
+    """(X, mu, path, IFOs, denser) of the run nearest the target (with ``cut``: of those with
+    at most ``target`` nonzeros, where there is one), the whole path, and the other runs
+    with more nonzeros than the target (and not failed), as (mu, X) pairs."""
     mus = np.concatenate([a[0] for a in runs])
     order = np.argsort(mus, kind="stable")
 
@@ -574,7 +589,10 @@ def _best(runs, target, variance, dtype):
     if failed.all():
         _raise_if_failed(failed)
     metrics = [np.concatenate([a[2][k] for a in runs])[order] for k in range(2)]
-    best = _pick(np.where(failed, np.inf, counts), target)
+    eligible = ~failed
+    if cut and np.any(eligible & (counts <= target)):
+        eligible &= counts <= target
+    best = _pick(np.where(eligible, counts, np.inf), target)
     path = SparsePCAPath(jnp.asarray(mus[order].astype(dtype)), jnp.asarray(counts),
                          jnp.asarray(metrics[0]), jnp.asarray(metrics[1]))
     params, sorted_mus = joined(1), mus[order].astype(dtype)
