@@ -68,6 +68,10 @@ SECTIONS = [
      "`benchmarks/compile_time.py`: the README's quickstart, a first fit, the demonstration "
      "and a loop over mu, each in a fresh process, and again in a second process with the "
      "persistent compilation cache; a new mu compiles nothing."),
+    ("path_rounds_after.md", "The rounds of a sparsity target's path",
+     "`benchmarks/path_rounds.py`: `sparse_pca(nonzeros=k)` on the quickstart's data, its "
+     "rounds, compiled time and result per target, against the library before the refit's "
+     "early stop."),
     ("streaming.md", "Online runs", "`benchmarks/streaming.py`: memory and throughput of "
      "R-ProxSGD over a generated stream."),
 ]
