@@ -487,3 +487,75 @@ def test_a_path_with_refinement_rounds_compiles_its_run_once():
         jax.monitoring.unregister_event_duration_listener(listen)
     assert res.path.mu.shape[0] > len(spca_task.PATH_FRACTIONS)  # it refined
     assert names.count("jit(run)") == 1, names
+
+
+def _tall_factorizations(jaxpr, in_branch=False):
+    """(primitive, input shape, inside a cond branch) of every qr, eigh, cholesky and svd of
+    a jaxpr (sub-jaxprs included) whose input has more rows than columns."""
+    import jax.extend.core as jex
+
+    found = []
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name in ("qr", "eigh", "cholesky", "svd"):
+            shape = eqn.invars[0].aval.shape
+            if shape[-2] > shape[-1]:
+                found.append((eqn.primitive.name, shape, in_branch))
+        branch = in_branch or eqn.primitive.name == "cond"
+        for param in eqn.params.values():
+            for sub in param if isinstance(param, (tuple, list)) else (param,):
+                if isinstance(sub, jex.ClosedJaxpr):
+                    found += _tall_factorizations(sub.jaxpr, branch)
+                elif isinstance(sub, jex.Jaxpr):
+                    found += _tall_factorizations(sub, branch)
+    return found
+
+
+def test_the_task_programs_factor_no_tall_matrix_but_in_a_fallback():
+    """sparse_pca's programs (the data's side, a path's vmapped runs and metrics, the
+    results' side) hand LAPACK square matrices only: on CPU a tall QR runs multi-threaded in
+    OpenBLAS, whose spinning threads then slow XLA's next products. The one tall QR left
+    is _basis's fallback (d x k), inside a cond branch: the random start and the 6 passes
+    of the subspace iteration."""
+    n, d, r = 50, 16, 3
+    data = jnp.asarray(SMALL[:n], jnp.float32)
+    x0 = np.zeros((d, r), np.float32)
+    prep = jax.make_jaxpr(lambda a, x: spca_task._prepare.__wrapped__(
+        a, np.uint32(0), False, x, center=True))(data, x0)
+    assert _tall_factorizations(prep.jaxpr) == [("qr", (d, min(d, r + 10)), True)] * 7
+    kw, _ = spca_task._plan("r_prox_spb", n, 2.0, 7, 4)
+    run = jax.vmap(spca_task._make_run("r_prox_spb", kw, 4, rproxjax.SSN.stochastic()),
+                   in_axes=(0, None, None, None, None, None))
+    mus = jnp.full((12, r), 0.1, jnp.float32)
+    path = jax.make_jaxpr(run)(mus, 1.0, 0.1, jnp.asarray(x0), data, jax.random.key(0))
+    assert _tall_factorizations(path.jaxpr) == []
+    finish = jax.make_jaxpr(spca_task._finish.__wrapped__)(jnp.asarray(x0), data)
+    assert _tall_factorizations(finish.jaxpr) == []
+
+
+@pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-12), (np.float32, 1e-5)])
+def test_basis_spans_y_orthonormally_and_falls_back_to_a_qr(dtype, tol):
+    y = RNG.standard_normal((40, 8)).astype(dtype) * np.geomspace(1, 1e-2, 8).astype(dtype)
+    q = np.asarray(spca_task._basis(jnp.asarray(y)))
+    ref = np.linalg.qr(y.astype(np.float64))[0]
+    np.testing.assert_allclose(q.T @ q, np.eye(8), atol=tol)
+    np.testing.assert_allclose(q @ q.T, ref @ ref.T, atol=10 * tol)
+    deficient = y.copy()
+    deficient[:, 3] = deficient[:, 2]  # rank 7: the eigendecomposition passes fail (NaN)
+    q = np.asarray(spca_task._basis(jnp.asarray(deficient)))
+    assert np.all(np.isfinite(q))
+    np.testing.assert_allclose(q.T @ q, np.eye(8), atol=tol)
+    np.testing.assert_allclose(q @ q.T @ deficient, deficient, atol=10 * tol)
+
+
+@pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-12), (np.float32, 1e-5)])
+def test_r_diagonal_is_that_of_a_thin_qr(dtype, tol):
+    """|R_jj| of a = Q R by Householder reflections in XLA, against LAPACK's QR (float64):
+    of a full-rank a, and of a rank-deficient one up to its first dependent column (R_jj
+    = 0 to rounding; the later ones depend on the direction rounding gives that column)."""
+    a = RNG.standard_normal((300, 6)) * np.geomspace(5, 0.5, 6)
+    a[:, 4] = a[:, 1] - 2 * a[:, 0]
+    for b, upto in ((a[:, [0, 1, 2, 3, 5]], 5), (a, 5)):
+        ref = np.abs(np.diag(np.linalg.qr(b, mode="r")))[:upto]
+        got = np.asarray(spca_task._r_diagonal(jnp.asarray(b, dtype)), np.float64)[:upto]
+        np.testing.assert_allclose(got**2, ref**2, atol=tol * np.sum(b * b))
+    assert got[4] ** 2 <= tol * np.sum(a * a)

@@ -31,6 +31,7 @@ from rproxjax._ssn.config import SSN
 from rproxjax._tasks.refit import refit_best, refit_on_support
 from rproxjax._typing import Array, ArrayLike, DTypeLike
 from rproxjax.problems import spca_loss
+from rproxjax.stiefel import _two_passes
 
 __all__ = ["SparsePCAPath", "SparsePCAResult", "sparse_pca"]
 
@@ -189,9 +190,9 @@ def _scales(data, key, x0_given, x0):
     n, d = data.shape
     r = x0.shape[1]
     k = min(d, r + 10)
-    q = jnp.linalg.qr(jax.random.normal(key, (d, k), data.dtype))[0]
+    q = _basis(jax.random.normal(key, (d, k), data.dtype))
     for _ in range(6):
-        q = jnp.linalg.qr(mm(data.T, mm(data, q)))[0]
+        q = _basis(mm(data.T, mm(data, q)))
     b = mm(data, q)
     evals, evecs = jnp.linalg.eigh(mm(b.T, b) / n)
     pca = mm(q, evecs[:, ::-1][:, :r])
@@ -205,13 +206,47 @@ def _scales(data, key, x0_given, x0):
     return x0, lam_max, mu_max
 
 
+# The task programs hand LAPACK only k x k matrices. On CPU a LAPACK call on a tall matrix
+# (the QR of a d x k or n x r one) runs multi-threaded in OpenBLAS, whose threads then spin
+# for a while and take cores from XLA's next products (half their speed on 2 cores).
+
+
+def _basis(y):
+    """An orthonormal basis of the span of ``y`` (d x k, full rank): its polar factor by two
+    k x k eigendecomposition passes and products (:func:`rproxjax.stiefel._two_passes`), or
+    its QR factor where those fail (``y`` too ill-conditioned for them: NaN)."""
+    u = _two_passes(y)
+    return jax.lax.cond(jnp.all(jnp.isfinite(u)), lambda: u, lambda: jnp.linalg.qr(y)[0])
+
+
+def _r_diagonal(a):
+    """|R_jj| of the thin QR a = Q R (n x r) by r Householder reflections in XLA's own
+    operations (each O(n r)): R_jj is the norm of column j below row j once the reflections
+    of the columns before it are applied."""
+    n, r = a.shape
+    rows = jnp.arange(n)
+
+    def reflect(j, carry):
+        a, diag = carry
+        col = jnp.where(rows >= j, jax.lax.dynamic_index_in_dim(a, j, 1, keepdims=False), 0)
+        norm = jnp.sqrt(jnp.sum(col * col))
+        head = jax.lax.dynamic_index_in_dim(col, j, keepdims=False)
+        v = col + jnp.where(rows == j, jnp.where(head >= 0, norm, -norm), 0)
+        vv = jnp.sum(v * v)
+        scale = jnp.where(vv > 0, 2.0 / jnp.where(vv > 0, vv, 1.0), 0.0)
+        a = a - (scale * v)[:, None] * mm(v[None, :], a)
+        return a, diag.at[j].set(norm)
+
+    return jax.lax.fori_loop(0, r, reflect, (a, jnp.zeros((r,), a.dtype)))[1]
+
+
 def _metrics(x, data):
     """(explained, adjusted, per-component variance, nonzeros per column) of X on data."""
     n = data.shape[0]
     total = jnp.sum(data * data)
     proj = mm(data, x)
     explained = jnp.sum(proj * proj) / jnp.sum(x * x) / total
-    r_diag = jnp.abs(jnp.diagonal(jnp.linalg.qr(proj, mode="r")))
+    r_diag = _r_diagonal(proj)
     return (explained, jnp.sum(r_diag**2) / total, r_diag**2 / n,
             jnp.sum(jnp.abs(x) > NONZERO_THRESHOLD, axis=0))
 
