@@ -532,19 +532,33 @@ def test_the_task_programs_factor_no_tall_matrix_but_in_a_fallback():
     assert _tall_factorizations(finish.jaxpr) == []
 
 
-@pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-12), (np.float32, 1e-5)])
-def test_basis_spans_y_orthonormally_and_falls_back_to_a_qr(dtype, tol):
-    y = RNG.standard_normal((40, 8)).astype(dtype) * np.geomspace(1, 1e-2, 8).astype(dtype)
-    q = np.asarray(spca_task._basis(jnp.asarray(y)))
-    ref = np.linalg.qr(y.astype(np.float64))[0]
+@pytest.mark.parametrize("dtype, tol, small", [(np.float64, 1e-12, 1e-9),
+                                               (np.float32, 1e-5, 1e-5)])
+def test_basis_spans_y_orthonormally_and_falls_back_to_a_qr(dtype, tol, small):
+    """_basis: the polar factor where the eigendecomposition passes are orthonormal to
+    rounding; else a QR: where they give NaN (rank deficient) and where they give finite
+    columns orthonormal only to about sqrt(eps) (one isolated small singular value)."""
+    from rproxjax.stiefel import _two_passes
+
+    rng = np.random.default_rng(0)
+    y = rng.standard_normal((40, 8)) * np.geomspace(1, 1e-2, 8)
+    q = np.asarray(spca_task._basis(jnp.asarray(y, dtype)))
+    ref = np.linalg.qr(y)[0]
     np.testing.assert_allclose(q.T @ q, np.eye(8), atol=tol)
     np.testing.assert_allclose(q @ q.T, ref @ ref.T, atol=10 * tol)
     deficient = y.copy()
-    deficient[:, 3] = deficient[:, 2]  # rank 7: the eigendecomposition passes fail (NaN)
-    q = np.asarray(spca_task._basis(jnp.asarray(deficient)))
-    assert np.all(np.isfinite(q))
-    np.testing.assert_allclose(q.T @ q, np.eye(8), atol=tol)
-    np.testing.assert_allclose(q @ q.T @ deficient, deficient, atol=10 * tol)
+    deficient[:, 3] = deficient[:, 2]
+    u, _, vt = np.linalg.svd(y, full_matrices=False)
+    isolated = (u * np.r_[np.ones(7), small]) @ vt
+    passes = [np.asarray(_two_passes(jnp.asarray(a, dtype))) for a in (deficient, isolated)]
+    assert np.isnan(passes[0]).any()  # the cases this test is for
+    assert np.isfinite(passes[1]).all()
+    assert np.abs(passes[1].T @ passes[1] - np.eye(8)).max() > 10 * 8 * np.finfo(dtype).eps
+    for bad in (deficient, isolated):
+        q = np.asarray(spca_task._basis(jnp.asarray(bad, dtype)))
+        assert np.all(np.isfinite(q))
+        np.testing.assert_allclose(q.T @ q, np.eye(8), atol=tol)
+        np.testing.assert_allclose(q @ q.T @ bad, bad, atol=10 * tol)
 
 
 @pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-12), (np.float32, 1e-5)])
@@ -552,10 +566,70 @@ def test_r_diagonal_is_that_of_a_thin_qr(dtype, tol):
     """|R_jj| of a = Q R by Householder reflections in XLA, against LAPACK's QR (float64):
     of a full-rank a, and of a rank-deficient one up to its first dependent column (R_jj
     = 0 to rounding; the later ones depend on the direction rounding gives that column)."""
-    a = RNG.standard_normal((300, 6)) * np.geomspace(5, 0.5, 6)
+    a = np.random.default_rng(1).standard_normal((300, 6)) * np.geomspace(5, 0.5, 6)
     a[:, 4] = a[:, 1] - 2 * a[:, 0]
     for b, upto in ((a[:, [0, 1, 2, 3, 5]], 5), (a, 5)):
         ref = np.abs(np.diag(np.linalg.qr(b, mode="r")))[:upto]
         got = np.asarray(spca_task._r_diagonal(jnp.asarray(b, dtype)), np.float64)[:upto]
         np.testing.assert_allclose(got**2, ref**2, atol=tol * np.sum(b * b))
     assert got[4] ** 2 <= tol * np.sum(a * a)
+
+
+def _fake_path(counts_of, target, cut):
+    """_rounds with a run whose counts are ``counts_of(mus)`` (no run fails): the mus of
+    each round."""
+    runs = []
+
+    def run(mus):
+        counts = counts_of(mus)
+        runs.append((mus, None, None, counts, np.zeros(len(mus), bool), None))
+
+    spca_task._rounds(run, runs, 1.0, target, cut)
+    return [a[0] for a in runs]
+
+
+def test_a_cut_stop_needs_a_run_at_most_k_and_one_within_the_slack():
+    """With the refit, a run with between k and 1.25 k nonzeros ends the refinements only
+    once another has at most k: counts that stay above k at the grid's largest mu (dense
+    data at a sparse target) refine on toward larger mu. Without the refit only a count
+    within 2% of k ends them."""
+    target = 20
+    dense = lambda mus: np.maximum(22, np.round(30 / mus)).astype(int)  # noqa: E731
+    rounds = _fake_path(dense, target, cut=True)  # 22 <= 1.25 k from mu = 1.36, never <= k
+    assert len(rounds) == 1 + spca_task.REFINE_ROUNDS
+    assert rounds[1].min() > rounds[0].max()  # beyond the grid, where counts might fall
+    steep = lambda mus: np.round(24 / mus).astype(int)  # noqa: E731
+    rounds = _fake_path(steep, target, cut=True)  # 24 at mu = 1, 6 at mu = 4: both kinds
+    assert len(rounds) == 1
+    assert len(_fake_path(steep, target, cut=False)) > 1  # no count within 2% of 20 yet
+
+
+def test_without_a_run_at_most_k_the_nearest_run_is_the_candidate():
+    """_best with the refit: the run candidate is the nearest run with at most k nonzeros
+    where there is one (the denser ones are all cut), else the nearest run (documented: the
+    result may then have more than k)."""
+    def runs_of(counts):
+        counts = np.asarray(counts)
+        params = np.arange(len(counts), dtype=float)[:, None, None] * np.ones((1, 3, 2))
+        return [(np.linspace(0.1, 1.0, len(counts)), params, [counts * 0.0] * 4, counts,
+                 np.zeros(len(counts), bool), np.ones(len(counts)))]
+
+    x, _, _, _, denser = spca_task._best(runs_of([50, 40, 22, 12, 5]), 20, 1.0,
+                                         np.float64, cut=True)
+    assert float(x[0, 0]) == 3  # the run at 12, not the nearer one at 22
+    assert sorted(float(p[0, 0]) for _, p in denser) == [0, 1, 2]
+    x, _, _, _, denser = spca_task._best(runs_of([50, 40, 22, 12, 5]), 20, 1.0,
+                                         np.float64, cut=False)
+    assert float(x[0, 0]) == 2  # refit=False: the nearest
+    x, _, _, _, denser = spca_task._best(runs_of([50, 40, 30]), 20, 1.0, np.float64, cut=True)
+    assert float(x[0, 0]) == 2 and sorted(float(p[0, 0]) for _, p in denser) == [0, 1]
+
+
+def test_component_variance_has_r_entries_with_fewer_samples_than_components():
+    """3 samples, 5 components: the centred scores have rank 2 at most, so the last
+    components add no variance (zeros), and every per-component array has length r."""
+    data = np.random.default_rng(2).standard_normal((3, 10))
+    res = rproxjax.sparse_pca(data, 5, mu=0.1, passes=2)
+    assert res.component_variance.shape == (5,) and res.nonzeros_per_component.shape == (5,)
+    np.testing.assert_allclose(np.asarray(res.component_variance)[2:], 0.0, atol=1e-5)
+    assert float(res.adjusted_variance) <= 1.0 + 1e-6

@@ -214,9 +214,13 @@ def _scales(data, key, x0_given, x0):
 def _basis(y):
     """An orthonormal basis of the span of ``y`` (d x k, full rank): its polar factor by two
     k x k eigendecomposition passes and products (:func:`rproxjax.stiefel._two_passes`), or
-    its QR factor where those fail (``y`` too ill-conditioned for them: NaN)."""
+    its QR factor where that is not orthonormal to rounding (``y`` too ill-conditioned for
+    the passes: NaN, or columns orthonormal only to about sqrt(eps))."""
     u = _two_passes(y)
-    return jax.lax.cond(jnp.all(jnp.isfinite(u)), lambda: u, lambda: jnp.linalg.qr(y)[0])
+    k = y.shape[1]
+    defect = jnp.max(jnp.abs(mm(u.T, u) - jnp.eye(k, dtype=u.dtype)))
+    ok = defect <= 10.0 * k * jnp.finfo(u.dtype).eps  # False for NaN
+    return jax.lax.cond(ok, lambda: u, lambda: jnp.linalg.qr(y)[0])
 
 
 def _r_diagonal(a):
