@@ -514,14 +514,14 @@ def test_the_task_programs_factor_no_tall_matrix_but_in_a_fallback():
     """sparse_pca's programs (the data's side, a path's vmapped runs and metrics, the
     results' side) hand LAPACK square matrices only: on CPU a tall QR runs multi-threaded in
     OpenBLAS, whose spinning threads then slow XLA's next products. The one tall QR left
-    is _basis's fallback (d x k), inside a cond branch: the random start and the 6 passes
-    of the subspace iteration."""
+    is _basis's fallback (d x k) in the subspace iteration's passes (a loop), inside a
+    cond branch."""
     n, d, r = 50, 16, 3
     data = jnp.asarray(SMALL[:n], jnp.float32)
     x0 = np.zeros((d, r), np.float32)
     prep = jax.make_jaxpr(lambda a, x: spca_task._prepare.__wrapped__(
         a, np.uint32(0), False, x, center=True))(data, x0)
-    assert _tall_factorizations(prep.jaxpr) == [("qr", (d, min(d, r + 10)), True)] * 7
+    assert _tall_factorizations(prep.jaxpr) == [("qr", (d, min(d, r + 10)), True)]
     kw, _ = spca_task._plan("r_prox_spb", n, 2.0, 7, 4)
     run = jax.vmap(spca_task._make_run("r_prox_spb", kw, 4, rproxjax.SSN.stochastic()),
                    in_axes=(0, None, None, None, None, None))
@@ -563,9 +563,9 @@ def test_basis_spans_y_orthonormally_and_falls_back_to_a_qr(dtype, tol, small):
 
 @pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-12), (np.float32, 1e-5)])
 def test_r_diagonal_is_that_of_a_thin_qr(dtype, tol):
-    """|R_jj| of a = Q R by Householder reflections in XLA, against LAPACK's QR (float64):
-    of a full-rank a, and of a rank-deficient one up to its first dependent column (R_jj
-    = 0 to rounding; the later ones depend on the direction rounding gives that column)."""
+    """|R_jj| of a = Q R from the Gram matrix, against LAPACK's QR (float64): of a full-rank
+    a, and of a rank-deficient one up to its first dependent column (R_jj = 0 to rounding;
+    the later ones depend on the direction rounding gives that column)."""
     a = np.random.default_rng(1).standard_normal((300, 6)) * np.geomspace(5, 0.5, 6)
     a[:, 4] = a[:, 1] - 2 * a[:, 0]
     for b, upto in ((a[:, [0, 1, 2, 3, 5]], 5), (a, 5)):

@@ -190,9 +190,8 @@ def _scales(data, key, x0_given, x0):
     n, d = data.shape
     r = x0.shape[1]
     k = min(d, r + 10)
-    q = _basis(jax.random.normal(key, (d, k), data.dtype))
-    for _ in range(6):
-        q = _basis(mm(data.T, mm(data, q)))
+    q = jax.random.normal(key, (d, k), data.dtype)  # of full rank; the passes orthonormalize
+    q = jax.lax.fori_loop(0, 6, lambda _, q: _basis(mm(data.T, mm(data, q))), q)
     b = mm(data, q)
     evals, evecs = jnp.linalg.eigh(mm(b.T, b) / n)
     pca = mm(q, evecs[:, ::-1][:, :r])
@@ -224,24 +223,13 @@ def _basis(y):
 
 
 def _r_diagonal(a):
-    """|R_jj| of the thin QR a = Q R (n x r) by r Householder reflections in XLA's own
-    operations (each O(n r)): R_jj is the norm of column j below row j once the reflections
-    of the columns before it are applied."""
-    n, r = a.shape
-    rows = jnp.arange(n)
-
-    def reflect(j, carry):
-        a, diag = carry
-        col = jnp.where(rows >= j, jax.lax.dynamic_index_in_dim(a, j, 1, keepdims=False), 0)
-        norm = jnp.sqrt(jnp.sum(col * col))
-        head = jax.lax.dynamic_index_in_dim(col, j, keepdims=False)
-        v = col + jnp.where(rows == j, jnp.where(head >= 0, norm, -norm), 0)
-        vv = jnp.sum(v * v)
-        scale = jnp.where(vv > 0, 2.0 / jnp.where(vv > 0, vv, 1.0), 0.0)
-        a = a - (scale * v)[:, None] * mm(v[None, :], a)
-        return a, diag.at[j].set(norm)
-
-    return jax.lax.fori_loop(0, r, reflect, (a, jnp.zeros((r,), a.dtype)))[1]
+    """|R_jj| of the thin QR a = Q R (n x r), from the r x r Gram matrix a^T a = R^T R =
+    V W V^T: R is, up to the signs of its rows, the R factor of W^{1/2} V^T (as
+    :func:`rproxjax._tasks.refit.adjusted_variance` takes it from the covariance). Each R_jj^2
+    is exact to rounding of ||a||_2^2 (eps cond(a)^2 relative to R_jj^2 itself)."""
+    w, v = jnp.linalg.eigh(mm(a.T, a))
+    root = jnp.sqrt(jnp.maximum(w, 0.0))[:, None] * v.T
+    return jnp.abs(jnp.diagonal(jnp.linalg.qr(root, mode="r")))
 
 
 def _metrics(x, data):
