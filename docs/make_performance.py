@@ -72,6 +72,9 @@ SECTIONS = [
      "`benchmarks/path_rounds.py`: `sparse_pca(nonzeros=k)` on the quickstart's data, its "
      "rounds, compiled time and result per target, against the library before the refit's "
      "early stop."),
+    ("lapack_threads.md", "LAPACK's threads on the CPU",
+     "`benchmarks/lapack_threads.py`: a tall LAPACK QR between XLA products, with OpenBLAS's "
+     "threads on and off, and `sparse_pca`'s compiled fit."),
     ("streaming.md", "Online runs", "`benchmarks/streaming.py`: memory and throughput of "
      "R-ProxSGD over a generated stream."),
 ]
