@@ -536,8 +536,9 @@ def test_the_task_programs_factor_no_tall_matrix_but_in_a_fallback():
                                                (np.float32, 1e-5, 1e-5)])
 def test_basis_spans_y_orthonormally_and_falls_back_to_a_qr(dtype, tol, small):
     """_basis: the polar factor where the eigendecomposition passes are orthonormal to
-    rounding; else a QR: where they give NaN (rank deficient) and where they give finite
-    columns orthonormal only to about sqrt(eps) (one isolated small singular value)."""
+    rounding; else a QR: where they give NaN (rank deficient), and near their reach (one
+    isolated small singular value: here finite columns orthonormal only to about sqrt(eps),
+    or NaN, depending on the eigendecomposition's rounding)."""
     from rproxjax.stiefel import _two_passes
 
     rng = np.random.default_rng(0)
@@ -550,15 +551,26 @@ def test_basis_spans_y_orthonormally_and_falls_back_to_a_qr(dtype, tol, small):
     deficient[:, 3] = deficient[:, 2]
     u, _, vt = np.linalg.svd(y, full_matrices=False)
     isolated = (u * np.r_[np.ones(7), small]) @ vt
-    passes = [np.asarray(_two_passes(jnp.asarray(a, dtype))) for a in (deficient, isolated)]
-    assert np.isnan(passes[0]).any()  # the cases this test is for
-    assert np.isfinite(passes[1]).all()
-    assert np.abs(passes[1].T @ passes[1] - np.eye(8)).max() > 10 * 8 * np.finfo(dtype).eps
+    assert np.isnan(np.asarray(_two_passes(jnp.asarray(deficient, dtype)))).any()
     for bad in (deficient, isolated):
         q = np.asarray(spca_task._basis(jnp.asarray(bad, dtype)))
         assert np.all(np.isfinite(q))
         np.testing.assert_allclose(q.T @ q, np.eye(8), atol=tol)
         np.testing.assert_allclose(q @ q.T @ bad, bad, atol=10 * tol)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_orthonormal_to_rounding_rejects_nan_and_sqrt_eps_defects(dtype):
+    """_basis's test of the eigendecomposition passes: orthonormal columns pass, columns off
+    by about sqrt(eps) (what the passes give near their reach) and NaN fail."""
+    q = np.linalg.qr(np.random.default_rng(3).standard_normal((40, 8)))[0].astype(dtype)
+    eps = np.finfo(dtype).eps
+    assert bool(spca_task._orthonormal(jnp.asarray(q)))
+    off = q.copy()
+    off[:, 7] = (q[:, 7] + np.sqrt(eps) * q[:, 6]) / np.sqrt(1 + eps)
+    assert not bool(spca_task._orthonormal(jnp.asarray(off)))
+    off[0, 0] = np.nan
+    assert not bool(spca_task._orthonormal(jnp.asarray(off)))
 
 
 @pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-12), (np.float32, 1e-5)])

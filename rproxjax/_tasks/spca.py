@@ -216,10 +216,15 @@ def _basis(y):
     its QR factor where that is not orthonormal to rounding (``y`` too ill-conditioned for
     the passes: NaN, or columns orthonormal only to about sqrt(eps))."""
     u = _two_passes(y)
-    k = y.shape[1]
+    return jax.lax.cond(_orthonormal(u), lambda: u, lambda: jnp.linalg.qr(y)[0])
+
+
+def _orthonormal(u):
+    """Whether the columns of ``u`` (d x k) are orthonormal to rounding: max |u^T u - I| at
+    most 10 k eps (False for NaN)."""
+    k = u.shape[1]
     defect = jnp.max(jnp.abs(mm(u.T, u) - jnp.eye(k, dtype=u.dtype)))
-    ok = defect <= 10.0 * k * jnp.finfo(u.dtype).eps  # False for NaN
-    return jax.lax.cond(ok, lambda: u, lambda: jnp.linalg.qr(y)[0])
+    return defect <= 10.0 * k * jnp.finfo(u.dtype).eps
 
 
 def _r_diagonal(a):
