@@ -446,21 +446,17 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
             x, mu_out, history, ifo = _single(_program(method, kw, q, ssn, False, progress),
                                               consts, mu, variance, r, np_dtype)
         path = None
+        if refit:
+            x = jnp.asarray(refit_on_support(np.asarray(x), np.asarray(centred),
+                                             NONZERO_THRESHOLD)[0])
+        settings["support"] = "run"
     else:
         target = _positive_int("nonzeros", nonzeros, r, d * r)
-        x, mu_out, path, ifo, denser = _path(_program(method, kw, q, ssn, True), consts,
-                                             target, mu_max, variance, r, np_dtype,
-                                             Stages(1 + REFINE_ROUNDS, progress, "path round"),
-                                             cut=bool(refit))
+        start = None if x0_given else np.asarray(prep["x0"])
+        x, mu_out, path, ifo, settings["support"] = _target(
+            _program(method, kw, q, ssn, True), consts, target, mu_max, variance, r, np_dtype,
+            progress, bool(refit), start)
         history = None
-        if not x0_given:  # the principal directions, mu = 0
-            denser.append((np_dtype.type(0), np.asarray(prep["x0"])))
-    settings["support"] = "run"
-    if refit and path is not None:
-        x, mu_out, settings["support"] = _refit_target(x, mu_out, denser, centred, target)
-    elif refit:
-        x = jnp.asarray(refit_on_support(np.asarray(x), np.asarray(centred),
-                                         NONZERO_THRESHOLD)[0])
     (explained, adjusted, per_comp, nnz_cols), scores = _finish(x, centred)
     return SparsePCAResult(
         components=x, mean=prep["mean"], scores=scores, explained_variance=explained,
@@ -632,6 +628,21 @@ def _best(runs, target, variance, dtype, cut=False):
               if i != best]
     return (jnp.asarray(params[best]), jnp.asarray(sorted_mus[best]), path,
             float(joined(5)[best]), denser)
+
+
+def _target(program, consts, target, mu_max, variance, r, dtype, progress, refit, start):
+    """(X, mu, path, IFOs, support) of a ``nonzeros=`` target: the path (:func:`_path`),
+    then with ``refit`` the best of its patterns (:func:`_refit_target`; ``start``, the
+    principal directions, is a candidate at mu = 0 unless None)."""
+    x, mu, path, ifo, denser = _path(program, consts, target, mu_max, variance, r, dtype,
+                                     Stages(1 + REFINE_ROUNDS, progress, "path round"),
+                                     cut=refit)
+    if not refit:
+        return x, mu, path, ifo, "run"
+    if start is not None:
+        denser.append((dtype.type(0), start))
+    x, mu, support = _refit_target(x, mu, denser, consts[3], target)  # consts[3]: the data
+    return x, mu, path, ifo, support
 
 
 def _refit_target(x, mu, denser, centred, target):
