@@ -26,6 +26,7 @@ from pathlib import Path
 import jax
 
 import rproxjax
+from rproxjax._tasks.spca import PATH_FRACTIONS, REFINE_POINTS
 
 jax.config.update("jax_enable_x64", False)  # the quickstart's float32
 
@@ -34,8 +35,8 @@ try:  # run as a script: benchmarks/ is on sys.path
 except ImportError:  # run as `python -m benchmarks.path_rounds`
     from benchmarks import _timing
 
+GRID, REFINE = len(PATH_FRACTIONS), REFINE_POINTS  # values of mu: the first round, each later
 TARGETS = (30, 50, 75, 100, 150, 200, 300, 400, 600, 800, 1200, 1600, 2500, 3000)
-GRID, REFINE = 12, 8  # the path's first round and each refinement (values of mu)
 
 
 def library() -> str:
