@@ -297,7 +297,10 @@ def test_a_first_call_compiles_few_programs_and_a_second_compiles_none():
 
 
 BAD = [
-    (lambda: rproxjax.sparse_pca(SMALL.tolist(), 2), TypeError, r"\bdata\b"),
+    (lambda: rproxjax.sparse_pca(SMALL.astype(np.complex128), 2), TypeError, "real numbers"),
+    (lambda: rproxjax.sparse_pca(jnp.asarray(SMALL, jnp.complex64), 2), TypeError,
+     "real numbers"),
+    (lambda: rproxjax.sparse_pca([["a", "b"], ["c", "d"]], 1), TypeError, r"\bdata\b"),
     (lambda: rproxjax.sparse_pca("data.csv", 2), TypeError, r"\bdata\b"),
     (lambda: rproxjax.sparse_pca(SMALL[0], 2), ValueError, r"\bdata\b.*2-D"),
     (lambda: rproxjax.sparse_pca(SMALL[:1], 1), ValueError, "2 samples"),
@@ -308,7 +311,9 @@ BAD = [
     (lambda: rproxjax.sparse_pca(SMALL, 2, mu=0.1, nonzeros=10), ValueError, "not both"),
     (lambda: rproxjax.sparse_pca(SMALL, 2, mu=-0.1), ValueError, r"\bmu\b"),
     (lambda: rproxjax.sparse_pca(SMALL, 2, mu="0.1"), TypeError, r"\bmu\b"),
-    (lambda: rproxjax.sparse_pca(SMALL, 2, mu=[0.1, 0.2, 0.3]), TypeError, r"\bmu\b"),
+    (lambda: rproxjax.sparse_pca(SMALL, 2, mu=[0.1, 0.2, 0.3]), ValueError, r"\bmu\b"),
+    (lambda: rproxjax.sparse_pca(SMALL, 2, mu=["0.1", "0.2"]), TypeError, r"\bmu\b"),
+    (lambda: rproxjax.sparse_pca(SMALL, 2, mu=[0.1, None]), TypeError, r"\bmu\b"),
     (lambda: rproxjax.sparse_pca(SMALL, 2, mu=np.ones(3)), ValueError, r"\bmu\b"),
     (lambda: rproxjax.sparse_pca(SMALL, 2, nonzeros=1), ValueError, r"\bnonzeros\b"),
     (lambda: rproxjax.sparse_pca(SMALL, 2, nonzeros=33), ValueError, r"\bnonzeros\b"),
@@ -319,6 +324,8 @@ BAD = [
     (lambda: rproxjax.sparse_pca(SMALL, 2, eta=-1.0), ValueError, r"\beta\b"),
     (lambda: rproxjax.sparse_pca(SMALL, 2, x0=np.ones((16, 3))), ValueError, r"\bx0\b"),
     (lambda: rproxjax.sparse_pca(np.zeros((5, 3)), 1), ValueError, "no variance"),
+    (lambda: rproxjax.sparse_pca(np.zeros((5, 3)), 1, center=False), ValueError, "no variance"),
+    (lambda: rproxjax.sparse_pca(SMALL * 1e-200, 2, mu=0.1), ValueError, "underflows"),
     (lambda: rproxjax.sparse_pca(SMALL, 2, refit="yes"), TypeError, r"\brefit\b"),
 ]
 
@@ -346,6 +353,45 @@ def test_noise_around_a_near_optimal_start_is_not_a_failure():
     res = rproxjax.sparse_pca(data, 3, mu=0.01, method="r_subgrad", passes=3)
     loss = np.asarray(res.history.epoch_loss)
     assert loss[-1] > loss[0]  # it did rise
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("value", [0.1, 1.0 / 3.0, 7.7])
+def test_equal_rows_have_no_variance_up_to_rounding(dtype, value):
+    """Equal rows centre to the mean's rounding error, not to zero (0.1 summed 57 times):
+    components fitted to that error were returned before; it is the no-variance error."""
+    data = np.full((57, 10), value, dtype)
+    with pytest.raises(ValueError, match="no variance"):
+        rproxjax.sparse_pca(data, 3, mu=0.1)
+    rows = np.tile(RNG.standard_normal(10), (57, 1)).astype(dtype)
+    with pytest.raises(ValueError, match="no variance"):
+        rproxjax.sparse_pca(rows, 3, mu=0.1)
+
+
+def test_a_small_spread_about_a_large_mean_is_variance():
+    """One entry off by 1e-4 of a mean of about 1.5 in float32: a variance per sample of
+    about 2e-10, below the level (n eps)^2 ||mean||^2 (about 1e-9) where the rows are
+    compared exactly, and far above the centring's rounding. The rows differ, so the data
+    have variance, along that entry."""
+    rows = np.tile(1.0 + RNG.random(10), (57, 1)).astype(np.float32)
+    rows[5, 3] += 1e-4
+    res = rproxjax.sparse_pca(rows, 1, mu=1e-9, passes=2)
+    assert int(np.argmax(np.abs(np.asarray(res.components[:, 0])))) == 3
+    uncentred = rproxjax.sparse_pca(np.full((57, 10), 0.1), 1, mu=1e-3, center=False,
+                                    passes=2)  # equal rows are a direction uncentred
+    np.testing.assert_allclose(np.abs(np.asarray(uncentred.components[:, 0])),
+                               np.full(10, 10 ** -0.5), atol=1e-6)
+
+
+def test_nested_lists_and_mu_lists_are_arrays():
+    """A nested list of numbers is the array it spells (as for robust_matrix_completion),
+    and mu given as a list is the array of its values."""
+    data = SMALL[:200, :8]
+    ref = rproxjax.sparse_pca(data, 2, mu=np.array([0.1, 0.3]), passes=2)
+    got = rproxjax.sparse_pca(data.tolist(), 2, mu=[0.1, 0.3], passes=2)
+    np.testing.assert_array_equal(np.asarray(got.components), np.asarray(ref.components))
+    np.testing.assert_array_equal(np.asarray(ref.transform(data[:5].tolist())),
+                                  np.asarray(ref.transform(data[:5])))
 
 
 def test_overflowing_data_is_an_error():

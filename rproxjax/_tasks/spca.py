@@ -125,7 +125,7 @@ class SparsePCAResult(NamedTuple):
         """(data - mean) X: new rows (m x d) in the components' coordinates (m x r).
 
         Raises:
-          TypeError: for ``data`` that is not an array of numbers.
+          TypeError: for ``data`` that is not an array (or nested list) of real numbers.
           ValueError: for ``data`` that is not 2-D, has other than d columns, or has a
             floating dtype other than float32 and float64.
         """
@@ -140,12 +140,18 @@ class SparsePCAResult(NamedTuple):
 
 
 def _as_matrix(name: str, data: Any, dtype: DTypeLike | None) -> Array:
-    """A 2-D floating JAX array (integers become ``dtype`` or JAX's default float)."""
+    """A 2-D floating JAX array from an array or a nested list of real numbers (integers
+    and booleans become ``dtype`` or JAX's default float); complex values are an error, not
+    cut to their real part."""
+    if isinstance(data, list | tuple):
+        data = np.asarray(data)
     if _checks.not_a_number(data) or not hasattr(data, "shape"):
-        raise TypeError(f"{name} must be a 2-D array (NumPy or JAX), got {type(data).__name__}"
-                        + ("; convert it with numpy.asarray." if isinstance(data, list | tuple)
-                           else "."))
+        raise TypeError(f"{name} must be a 2-D array (NumPy or JAX), got "
+                        f"{type(data).__name__}.")
     data = _checks.array_tree(name, data)
+    if jnp.issubdtype(data.dtype, jnp.complexfloating):
+        raise TypeError(f"{name} must hold real numbers (floating, integer or boolean), got "
+                        f"dtype {data.dtype}.")
     if data.ndim != 2:
         raise ValueError(f"{name} must be a 2-D array (n samples x d features), got shape "
                          f"{data.shape}.")
@@ -369,11 +375,12 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
     the nearest one is the run candidate, and the result may have more than k.)
 
     Args:
-      data: n x d array (NumPy or JAX; integers are converted to JAX's default float).
+      data: n x d array (NumPy or JAX, or a nested list) of real numbers; integers and
+        booleans are converted to JAX's default float.
         The computation follows its dtype (float32, or float64 with x64 enabled).
       n_components: r, the number of components (1 <= r <= d).
-      mu: the l1 weight (>= 0), or one per component (length r). Default (neither ``mu``
-        nor ``nonzeros``): 0.1 mu_max.
+      mu: the l1 weight (>= 0), or one per component (an array or list of length r).
+        Default (neither ``mu`` nor ``nonzeros``): 0.1 mu_max.
       nonzeros: a target total count of nonzeros (r <= k <= d r), instead of ``mu``.
       method: "r_prox_spb" (R-ProxSPB, default), "r_prox_sgd", "r_subgrad" or "manpg".
       passes: the budget in passes over the data (default 10).
@@ -397,9 +404,11 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
       and the adjusted one), nonzeros, the mu and steps used, the run's history, the path.
 
     Raises:
-      TypeError: ``data`` (or ``x0``) is not an array; an argument is not a number.
-      ValueError: a shape, a value or a method out of range, non-finite data, both ``mu``
-        and ``nonzeros`` given, or a failed run: one that halted (a non-finite step) or
+      TypeError: ``data`` (or ``x0``) is not an array of real numbers (complex values are
+        an error, not cut to their real part); an argument is not a number.
+      ValueError: a shape, a value or a method out of range; data that are not finite,
+        have no variance (all rows equal), or overflow or underflow their dtype; both
+        ``mu`` and ``nonzeros`` given; or a failed run: one that halted (a non-finite step) or
         ended with a larger objective than at its start (steps too large). A path skips
         its failed runs and raises only if all failed.
 
@@ -504,16 +513,36 @@ def _start(x0, d, r, dtype):
 
 def _checked_scales(prep):
     """(lambda_max, mu_max) of :func:`_prepare`'s output, or a ValueError for data that
-    are not finite, overflow their dtype, or have no variance."""
+    are not finite, overflow or underflow their dtype, or have no variance."""
     if not bool(prep["finite"]):
         raise ValueError("data holds NaN or inf.")
     lam_max, mu_max = float(prep["lam_max"]), float(prep["mu_max"])
     if not (math.isfinite(lam_max) and math.isfinite(mu_max)):
         raise ValueError("data are too large for their dtype: the covariance overflows; "
                          "rescale them.")
+    if _no_variance(prep):
+        raise ValueError("data has no variance: every row equals the mean (all rows are "
+                         "equal, or zero with center=False).")
     if not lam_max > 0:
-        raise ValueError("data has no variance (every centred row is zero).")
+        raise ValueError("data are too small for their dtype: the covariance underflows to "
+                         "zero; rescale them.")
     return lam_max, mu_max
+
+
+def _no_variance(prep) -> bool:
+    """Whether every centred row is the same (all rows equal, or zero uncentred): then the
+    centred rows are only the centring's rounding error, and the components would be fitted
+    to it. Tested exactly, in NumPy (nothing to compile), where the variance per sample is
+    at most that rounding's level, (n eps)^2 ||mean||^2 (a sum of n terms errs by at most
+    (n - 1) eps/2 times their magnitudes)."""
+    centred = prep["centred"]
+    n = centred.shape[0]
+    mean = np.asarray(prep["mean"], np.float64)
+    level = (n * float(jnp.finfo(centred.dtype).eps)) ** 2 * float(np.sum(mean * mean))
+    if not float(prep["variance"]) <= level:
+        return False
+    rows = np.asarray(centred)
+    return not np.any(rows != rows[:1])
 
 
 def _single(program, consts, mu, variance, r, dtype):
@@ -665,17 +694,26 @@ def _cut(x, k):
 
 
 def _mu_vector(mu, r, dtype):
-    """mu as one value per component, a NumPy array of ``dtype``."""
+    """mu as one value per component, a NumPy array of ``dtype``, from a number or an array
+    or list of r numbers."""
+    given = mu
+    if isinstance(mu, list | tuple):
+        mu = np.asarray(mu)
+        if mu.dtype.kind not in "iuf":
+            raise TypeError(f"mu must be a number or one per component, got {given!r}.")
     if _checks.not_a_number(mu):
-        raise TypeError(f"mu must be a number or one per component, got {mu!r}.")
-    mu = np.asarray(mu, dtype)
+        raise TypeError(f"mu must be a number or one per component, got {given!r}.")
+    mu = np.asarray(mu)
+    if mu.dtype.kind not in "iuf":
+        raise TypeError(f"mu must hold real numbers, got dtype {mu.dtype}.")
+    mu = mu.astype(dtype)
     if mu.ndim == 0:
         mu = np.full((r,), mu, dtype)
     if mu.shape != (r,):
         raise ValueError(f"mu must be a scalar or have one value per component ({r}), got "
                          f"shape {mu.shape}.")
     if not np.all(np.isfinite(mu) & (mu >= 0)):
-        raise ValueError(f"mu must be finite and >= 0, got {mu}.")
+        raise ValueError(f"mu must be finite and >= 0, got {given!r}.")
     return mu
 
 
