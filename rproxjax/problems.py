@@ -73,10 +73,7 @@ def spca_objective(x: ArrayLike, data: ArrayLike, mu: ArrayLike,
     Computed in chunks of rows (no n x d temporaries beyond a chunk).
     """
     d, _ = _checks.check_point("x", x)
-    _checks.check_array("data", data)
-    if jnp.ndim(data) != 2 or jnp.shape(data)[1] != d:
-        raise ValueError(f"data must be an n x d array with d = {d} (the rows of x), got shape "
-                         f"{jnp.shape(data)}.")
+    _check_data(data, d)
     chunk = _checks.index_or_none(chunk_size)
     if chunk is None:
         raise TypeError(f"chunk_size must be a positive int, got {chunk_size!r}.")
@@ -92,13 +89,29 @@ def spca_objective(x: ArrayLike, data: ArrayLike, mu: ArrayLike,
     return total / n + jnp.sum(mu * jnp.abs(x))
 
 
+def _check_data(data, d: int) -> None:
+    """An n x d array of real numbers (the rows of x are d)."""
+    _checks.check_array("data", data)
+    if jnp.ndim(data) != 2 or jnp.shape(data)[1] != d:
+        raise ValueError(f"data must be an n x d array with d = {d} (the rows of x), got shape "
+                         f"{jnp.shape(data)}.")
+    if jnp.issubdtype(jnp.result_type(data), jnp.complexfloating):
+        raise TypeError(f"data must hold real numbers, got dtype {jnp.result_type(data)}.")
+
+
 def explained_variance(x: ArrayLike, data: ArrayLike, normalized: bool = False) -> Array:
     """The paper's explained variance tr(X^T A A^T X) / tr(X X^T), A = data^T (d x n).
 
     With ``normalized=True`` it is divided by tr(A A^T) = ||A||_F^2, the total
     variance, giving the fraction of the variance explained by span(X) (for
     orthonormal X; at most 1).
+
+    Raises:
+      TypeError, ValueError: for ``x`` not a real d x r matrix (r <= d) or ``data`` not a
+        real n x d array.
     """
+    d, _ = _checks.check_point("x", x)
+    _check_data(data, d)
     proj = mm(data, x)
     value = jnp.sum(proj * proj) / jnp.sum(x * x)
     if normalized:

@@ -52,6 +52,23 @@ def test_objective_chunks_and_metrics(mnist_slice):
     assert int(problems.nonzeros(jnp.array([[1e-4, -2e-3], [0.5, 0.0]]))) == 2
 
 
+@pytest.mark.parametrize("fn", [problems.explained_variance,
+                                lambda x, data: problems.spca_objective(x, data, 0.1)])
+def test_metrics_refuse_complex_and_mismatched_data(fn):
+    """Complex data gave a complex "variance"; the metrics name the argument instead."""
+    x = np.linalg.qr(np.random.default_rng(0).standard_normal((6, 2)))[0]
+    data = np.random.default_rng(1).standard_normal((10, 6))
+    assert np.isfinite(float(fn(x, data)))
+    with pytest.raises(TypeError, match="data must hold real numbers"):
+        fn(x, data.astype(np.complex128))
+    with pytest.raises(ValueError, match="x must have dtype"):
+        fn(x.astype(np.complex128), data)
+    with pytest.raises(ValueError, match="n x d array with d = 6"):
+        fn(x, data[:, :5])
+    # Shapes and dtypes only: the checks hold under jit (traced values are not inspected).
+    np.testing.assert_allclose(jax.jit(fn)(x, data), fn(x, data), rtol=1e-6)
+
+
 def test_stationarity_measure_vanishes_at_a_stationary_point():
     ref = manpg_reference_problem()
     reg = rproxjax.l1(ref.mu)
