@@ -45,6 +45,29 @@ def video():
     return prob, u0, median, mask, observed, ref_error
 
 
+_FRESH = """
+import jax, numpy as np, rproxjax
+key = jax.random.key(1)  # the caller's key: its derivation compiles JAX's own programs
+count = [0]
+jax.monitoring.register_event_duration_secs_listener(
+    lambda e, d, **k: count.__setitem__(0, count[0] + e.endswith("backend_compile_duration")))
+rng = np.random.default_rng(0)
+m = rng.random((30, 1)) @ rng.random((1, 20))
+rproxjax.robust_matrix_completion(m, rng.random(m.shape) < 0.6, rank=1, key=key, budget=2)
+print(count[0])
+"""
+
+
+def test_a_fresh_process_compiles_one_program():
+    """In a new process, a call with the caller's key compiles its one program: the
+    observed entries, step sizes and start reach the device by transfers (jnp.asarray
+    compiled a copy for each new shape and dtype: 4 programs)."""
+    proc = subprocess.run([sys.executable, "-c", _FRESH], capture_output=True, text=True,
+                          timeout=300, env=subprocess_env())
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "1", proc.stdout
+
+
 def _small(seed=0, m=30, n=20):
     """A rank-1 matrix in [0, 1] with 5% spikes of 0.8 and a 60% mask (fixed |Omega|)."""
     rng = np.random.default_rng(seed)

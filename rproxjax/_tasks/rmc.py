@@ -405,10 +405,10 @@ def robust_matrix_completion(M: ArrayLike, mask: ArrayLike, rank: int, *, gamma:
     wdt = matrix.dtype
     check_progress(progress)
     with _RELAY.watch(nnz, bool(progress)):
+        host = lambda a: jax.device_put(np.asarray(a, wdt))  # noqa: E731 (compiles nothing)
         res, v, low_rank, outliers, objective, objective0 = _solve(
-            jnp.asarray(eta, wdt), jnp.asarray(step_scale * nnz, wdt), jnp.asarray(u_scale, wdt),
-            jnp.asarray(gamma, wdt),
-            prob.rows, prob.cols, prob.values, prob.lam, jnp.asarray(u0, wdt), key,
+            host(eta), host(step_scale * nnz), host(u_scale), host(gamma),
+            prob.rows, prob.cols, prob.values, prob.lam, host(u0), key,
             method=method, m=m, n=n, budget=budget, batch_fraction=batch_fraction, q=q_int,
             record_loss=bool(record_loss), progress=bool(progress))
     result = RMCResult(low_rank, outliers, res.params["U"], v, res.params["S"], objective,

@@ -455,7 +455,7 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
                                               consts, mu, variance, r, np_dtype)
         path = None
         if refit:
-            x = jnp.asarray(refit_on_support(np.asarray(x), np.asarray(centred),
+            x = jax.device_put(refit_on_support(np.asarray(x), np.asarray(centred),
                                              NONZERO_THRESHOLD)[0])
         settings["support"] = "run"
     else:
@@ -551,7 +551,7 @@ def _single(program, consts, mu, variance, r, dtype):
     mu_vec = _mu_vector(mu, r, dtype)
     res, _ = program(mu_vec, *consts)
     _raise_if_failed(res.history.halted, res.epoch_loss, variance)
-    mu_out = jnp.asarray(mu_vec if np.ndim(mu) else mu_vec[0])
+    mu_out = jax.device_put(mu_vec if np.ndim(mu) else mu_vec[0])
     return res.params, mu_out, res, float(np.asarray(res.epoch_ifo)[-1])
 
 
@@ -649,12 +649,12 @@ def _best(runs, target, variance, dtype, cut=False):
     if cut and np.any(eligible & (counts <= target)):
         eligible &= counts <= target
     best = _pick(np.where(eligible, counts, np.inf), target)
-    path = SparsePCAPath(jnp.asarray(mus[order].astype(dtype)), jnp.asarray(counts),
-                         jnp.asarray(metrics[0]), jnp.asarray(metrics[1]))
+    path = SparsePCAPath(jax.device_put(mus[order].astype(dtype)), jax.device_put(counts),
+                         jax.device_put(metrics[0]), jax.device_put(metrics[1]))
     params, sorted_mus = joined(1), mus[order].astype(dtype)
     denser = [(sorted_mus[i], params[i]) for i in np.flatnonzero(~failed & (counts > target))
               if i != best]
-    return (jnp.asarray(params[best]), jnp.asarray(sorted_mus[best]), path,
+    return (jax.device_put(params[best]), jax.device_put(sorted_mus[best]), path,
             float(joined(5)[best]), denser)
 
 
@@ -680,9 +680,9 @@ def _refit_target(x, mu, denser, centred, target):
     starts = [np.asarray(x)] + [_cut(params, target) for _, params in denser]
     i, x, _ = refit_best(starts, np.asarray(centred), NONZERO_THRESHOLD)
     if i == 0:
-        return jnp.asarray(x), mu, "run"
+        return jax.device_put(x), mu, "run"
     mu = denser[i - 1][0]
-    return jnp.asarray(x), jnp.asarray(mu), "cut" if mu else "start"
+    return jax.device_put(x), jax.device_put(mu), "cut" if mu else "start"
 
 
 def _cut(x, k):
