@@ -444,3 +444,35 @@ class TestUpdateUnderJit(chex.TestCase):
                                         atol=1e-12, rtol=1e-10)
         info = rproxjax.step_info(steps[-1][1])
         assert not bool(info.halted) and float(info.zeta_norm) > 0
+
+
+_CONSTRUCTORS = """
+import jax, rproxjax
+count = [0]
+jax.monitoring.register_event_duration_secs_listener(
+    lambda e, d, **k: count.__setitem__(0, count[0] + e.endswith("backend_compile_duration")))
+reg = rproxjax.l1(0.2)
+rproxjax.l21(0.1)
+rproxjax.SSN(tol=1e-8)
+rproxjax.inverse_sqrt_schedule(1.0)
+rproxjax.r_prox_sgd(rproxjax.inverse_sqrt_schedule(0.5, offset=2, power=0.6), 1.0, reg)
+rproxjax.r_prox_spb(0.5, 0.05, reg, q=10)
+rproxjax.r_subgrad(rproxjax.inverse_sqrt_schedule(0.1), reg)
+rproxjax.manpg(0.5, reg, tol=1e-8)
+print(count[0])
+"""
+
+
+def test_building_optimizers_compiles_nothing():
+    """Regularizers, settings, schedules and optimizers are values: building them in a new
+    process compiles no program (``inverse_sqrt_schedule`` compiled two, jnp.asarray's
+    copies of its Python numbers)."""
+    import subprocess
+    import sys
+
+    from tests.subprocess_env import subprocess_env
+
+    proc = subprocess.run([sys.executable, "-c", _CONSTRUCTORS], capture_output=True,
+                          text=True, timeout=300, env=subprocess_env())
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "0", proc.stdout
