@@ -239,6 +239,9 @@ def test_invariants_and_metrics_against_numpy():
     assert res.nonzeros == int(np.sum(np.abs(x) > 1e-3))
     np.testing.assert_allclose(res.transform(SMALL[:5]), a[:5] @ x, atol=1e-10)
     assert res.mean.shape == (16,) and res.scores.shape == (400, 4)
+    with _COMPILATIONS as new_shape:  # rows of a shape no test transforms: one program
+        np.testing.assert_allclose(res.transform(SMALL[:13]), a[:13] @ x, atol=1e-10)
+    assert new_shape.count <= 1
 
 
 def test_follows_the_input_dtype_and_numpy_equals_jax():

@@ -133,7 +133,7 @@ class SparsePCAResult(NamedTuple):
         if data.shape[1] != self.components.shape[0]:
             raise ValueError(f"data must have d = {self.components.shape[0]} columns, got "
                              f"shape {data.shape}.")
-        return mm(data.astype(self.components.dtype) - self.mean, self.components)
+        return _scores(data, self.mean, self.components)
 
 
 # ------------------------------------------------------------------------ input
@@ -568,6 +568,12 @@ def _prepare(data, seed, x0_given, x0, *, center):
     return dict(mean=mean, centred=centred, finite=jnp.all(jnp.isfinite(data)),
                 variance=jnp.sum(centred * centred) / n, x0=x0, lam_max=lam_max,
                 mu_max=mu_max, key=key_run)
+
+
+@_compile.jit
+def _scores(data, mean, x):
+    """(data - mean) X in X's dtype, one program (per shape of ``data``)."""
+    return mm(data.astype(x.dtype) - mean, x)
 
 
 @functools.partial(_compile.jit, options=_compile.TASK_COMPILER_OPTIONS)
