@@ -205,6 +205,11 @@ _MASK = np.ones((6, 5), bool)
     (dict(M=np.where(np.eye(6, 5) > 0, np.inf, 1.0)), ValueError, "NaN or infinite"),
     (dict(rank=0), ValueError, r"rank must be an int in \[1, min\(m, n\)\) = \[1, 5\)"),
     (dict(rank=5), ValueError, "rank must be an int in"),
+    (dict(M=np.ones((1, 5)), mask=np.ones((1, 5), bool), rank=1), ValueError,
+     r"at least 2 rows and 2 columns.*\(1, 5\)"),
+    (dict(M=_M * 1e30, dtype=np.float32), ValueError, r"U's step scale .* float32's range"),
+    (dict(M=_M * 1e-30, dtype=np.float32), ValueError, r"U's step scale .* float32's range"),
+    (dict(eta=1e300, dtype=np.float32), ValueError, r"eta = 1e\+300 .* float32's range"),
     (dict(rank=1.5), TypeError, "rank must be an int"),
     (dict(rank=True), TypeError, "rank must be an int"),
     (dict(gamma=-0.1), ValueError, "gamma must be a finite number >= 0"),
@@ -310,3 +315,16 @@ def test_defaults_on_the_whole_video_match_the_experiment(method):
     assert float(res.objective) == pytest.approx(at_default["grid_F"][k], rel=1e-2)
     assert _rmc.relative_error(res.low_rank, median) == pytest.approx(
         at_default["grid_error"][k], rel=1e-2)
+
+
+@pytest.mark.parametrize("scale", [1e-30, 1e30])
+def test_far_scales_in_float64_are_the_same_problem(scale):
+    """The step rule reads M's magnitude, so M scaled by 1e+-30 (out of float32's range for
+    U's step scale, an error there) with gamma in M's units is the same problem in float64:
+    the same iterates up to rounding, scaled."""
+    low, m, mask = _small(3)
+    ref = robust_matrix_completion(m, mask, 1, gamma=0.03, dtype=np.float64, budget=3)
+    got = robust_matrix_completion(m * scale, mask, 1, gamma=0.03 * scale, dtype=np.float64,
+                                   budget=3)
+    np.testing.assert_allclose(np.asarray(got.low_rank) / scale, np.asarray(ref.low_rank),
+                               rtol=1e-6, atol=1e-9)

@@ -191,6 +191,18 @@ def _magnitude(values: np.ndarray) -> float:
     return 1.0
 
 
+def _check_range(dtype, magnitude, values):
+    """A ValueError for a step size or scale that overflows ``dtype`` or underflows to 0 in
+    it (0 itself is kept: gamma = 0): M's magnitude far from 1 in float32 does that, and
+    the run would only halt at its first step."""
+    info = np.finfo(dtype)
+    for name, value in values.items():
+        if value != 0 and not float(info.tiny) <= abs(value) <= float(info.max):
+            raise ValueError(f"{name} = {value:.3g} is out of {np.dtype(dtype).name}'s range "
+                             f"(M's magnitude is {magnitude:.3g}): rescale M, or compute "
+                             "in float64.")
+
+
 def _initial_u(matrix, mask, rank):
     """Top-``rank`` left singular vectors of the zero-filled observations (NumPy, as the
     experiment's ``video_problem``)."""
@@ -349,8 +361,9 @@ def robust_matrix_completion(M: ArrayLike, mask: ArrayLike, rank: int, *, gamma:
         parameter is not a number, ``dtype`` is not float32/float64, ``key`` is not a key.
       ValueError: M or mask is not 2-D, their shapes differ, an observed entry is NaN or
         infinite, the mask is empty, ``rank`` is not an int in [1, min(m, n)), gamma < 0,
-        lam is not in (0, 1), the method is unknown, or a budget, batch fraction, q or step
-        is out of range.
+        lam is not in (0, 1), the method is unknown, a budget, batch fraction, q or step
+        is out of range, or a step size or scale is out of the dtype's range (M's
+        magnitude far from 1 in float32).
       RuntimeError: ``throw=True`` and the run failed (see ``throw``).
 
     Example:
@@ -374,6 +387,9 @@ def robust_matrix_completion(M: ArrayLike, mask: ArrayLike, rank: int, *, gamma:
     r = _checks.index_or_none(rank)
     if r is None:
         raise TypeError(f"rank must be an int, got {rank!r}.")
+    if min(m, n) < 2:
+        raise ValueError(f"M must have at least 2 rows and 2 columns (a rank r needs "
+                         f"1 <= r < min(m, n)), got shape {matrix.shape}.")
     if not 1 <= r < min(m, n):
         raise ValueError(f"rank must be an int in [1, min(m, n)) = [1, {min(m, n)}), got "
                          f"{rank!r}.")
@@ -403,6 +419,9 @@ def robust_matrix_completion(M: ArrayLike, mask: ArrayLike, rank: int, *, gamma:
     nnz = int(values.size)
     u0 = _initial_u(matrix, obs, r)
     wdt = matrix.dtype
+    _check_range(wdt, magnitude, {"eta": eta, "step_scale x |Omega|": step_scale * nnz,
+                                  "U's step scale (0.45 / magnitude)^2": u_scale,
+                                  "gamma": gamma})
     check_progress(progress)
     with _RELAY.watch(nnz, bool(progress)):
         host = lambda a: jax.device_put(np.asarray(a, wdt))  # noqa: E731 (compiles nothing)
