@@ -123,7 +123,7 @@ class Block:
         return u
 
     def feasibility(self, x: Array) -> Array:
-        return jnp.zeros((), x.dtype)
+        return jnp.zeros((), jnp.result_type(x))
 
     def proximal_direction(self, x: Array, v: Array, gamma: Array, info: SubproblemInfo,
                            ssn: SSN) -> tuple[Array, SubproblemInfo]:
@@ -136,18 +136,18 @@ class Block:
     def empty_info(self, x: Array) -> SubproblemInfo:
         r = x.shape[-1] if isinstance(self, Stiefel) else 1
         zero = jnp.zeros((), jnp.int32)
-        lam = jnp.zeros((r, r), x.dtype)
+        lam = jnp.zeros((r, r), jnp.result_type(x))
         # A (d, r) subgradient for Stiefel blocks (the next solve's warm start); the other
         # blocks have closed forms and keep a placeholder, not a copy of their params' size.
-        sub = jnp.zeros(x.shape if isinstance(self, Stiefel) else (1, 1), x.dtype)
-        return SubproblemInfo.make(lam=lam, residual=jnp.zeros((), x.dtype),
+        sub = jnp.zeros(x.shape if isinstance(self, Stiefel) else (1, 1), jnp.result_type(x))
+        return SubproblemInfo.make(lam=lam, residual=jnp.zeros((), jnp.result_type(x)),
                                    converged=jnp.bool_(True), status=zero, subgradient=sub)
 
     def value(self, x: Array) -> Array:
-        return jnp.zeros((), x.dtype) if self.reg is None else self.reg.value(x)
+        return jnp.zeros((), jnp.result_type(x)) if self.reg is None else self.reg.value(x)
 
     def scaled(self, step: Array | float, x: Array) -> Array:
-        return step * jnp.asarray(self.step_scale, x.dtype)
+        return step * jnp.asarray(self.step_scale, jnp.result_type(x))
 
     def prox_step(self, x: Array, v: Array, gamma: Array, info: SubproblemInfo,
                   ssn: SSN) -> tuple[Array, SubproblemInfo]:
@@ -159,7 +159,7 @@ class Block:
 
     def subgradient_direction(self, x: Array, g: Array) -> Array:
         """-P_X(g + s), s in the subdifferential of h at X (unscaled)."""
-        sub = g if self.reg is None else g + self.reg.subgradient(x).astype(x.dtype)
+        sub = g if self.reg is None else g + self.reg.subgradient(x).astype(jnp.result_type(x))
         return -self.project(x, sub)
 
 
@@ -173,7 +173,7 @@ class _Manifold(Block):
         _checks.check_point(name, x)
         if not isinstance(x, jax.core.Tracer):  # concrete points: on the manifold
             feas = _checks.host_feasibility(x)  # NumPy: nothing to compile
-            tol = 1e-6 if x.dtype == jnp.float64 else 1e-3
+            tol = 1e-6 if jnp.result_type(x) == jnp.float64 else 1e-3
             if not feas <= tol:
                 raise ValueError(
                     f"{name} is not on the {type(self).__name__} manifold: ||X^T X - I||_F = "

@@ -81,7 +81,7 @@ def spca_objective(x: ArrayLike, data: ArrayLike, mu: ArrayLike,
         raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}.")
     chunk_size = chunk
     n = data.shape[0]  # type: ignore[union-attr]
-    total = jnp.zeros((), x.dtype)  # type: ignore[union-attr]
+    total = jnp.zeros((), jnp.result_type(x))
     for start in range(0, n, chunk_size):
         block = data[start:start + chunk_size]  # type: ignore[index]
         proj = mm(block, x)

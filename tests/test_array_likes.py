@@ -212,3 +212,49 @@ def test_a_chain_with_numpy_hyperparameters_matches_jax_ones():
     ref = rproxjax.fit(chain(jnp.asarray(10.0), jnp.asarray(0.1), jnp.asarray(0.5)),
                        problems.spca_loss, jnp.asarray(X0), jnp.asarray(DATA), **kw)
     _same(ref.params, got.params)
+
+
+_FLOAT64_NUMPY = """
+import warnings
+warnings.simplefilter("error")  # any warning fails the script
+import jax, numpy as np, optax, rproxjax
+from rproxjax import problems, stiefel
+assert not jax.config.jax_enable_x64
+rng = np.random.default_rng(0)
+x = np.linalg.qr(rng.standard_normal((20, 3)))[0]  # float64, as NumPy makes them
+g, data = rng.standard_normal((20, 3)), rng.standard_normal((50, 20))
+for opt in (rproxjax.r_prox_sgd(0.1, 0.5, rproxjax.l1(0.1)),
+            rproxjax.r_prox_spb(0.1, 0.5, rproxjax.l21(0.1), q=5),
+            rproxjax.r_subgrad(0.1, rproxjax.l1(0.1))):
+    state = opt.init(x)
+    updates, state = opt.update(g, state, x)
+    assert optax.apply_updates(x, updates).dtype == np.float32
+opt = rproxjax.manpg(0.5, rproxjax.l1(0.1), tol=1e-6)
+opt.update(g, opt.init(x), x, value_fn=lambda p: problems.spca_objective(p, data, 0.0))
+assert rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(0.1))[0].dtype == np.float32
+stiefel.retract(x, g), stiefel.project(x, g), stiefel.transport(x, x, g)
+problems.spca_objective(x, data, 0.1), problems.explained_variance(x, data)
+problems.stationarity(x, g, 0.5, rproxjax.l1(0.1))
+rproxjax.fit(rproxjax.r_prox_sgd(0.1, 0.5, rproxjax.l1(0.1)), problems.spca_loss, x, data,
+             key=jax.random.key(0), batch_size=10, num_epochs=1)
+assert rproxjax.sparse_pca(data, 2, mu=0.1, passes=1).components.dtype == np.float32
+rproxjax.robust_matrix_completion(rng.random((10, 8)), rng.random((10, 8)) < 0.7, rank=1,
+                                  budget=1)
+print("ok")
+"""
+
+
+def test_float64_numpy_inputs_without_x64_warn_nothing():
+    """With JAX's default (x64 disabled), NumPy's float64 arrays are computed in float32;
+    the library asks JAX for that dtype, not for float64 (which JAX truncated with a
+    UserWarning per array: ten in one optax step of the optimizers). In a new process,
+    as the tests' own process enables x64."""
+    import subprocess
+    import sys
+
+    from tests.subprocess_env import subprocess_env
+
+    proc = subprocess.run([sys.executable, "-c", _FLOAT64_NUMPY], capture_output=True,
+                          text=True, timeout=300, env=subprocess_env(JAX_ENABLE_X64="0"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().endswith("ok")
