@@ -82,6 +82,15 @@ def array_tree(name: str, tree):
     return jax.tree.unflatten(treedef, out)
 
 
+def as_dtype(value, dtype):
+    """``value`` as a JAX array of ``dtype``: host values (NumPy, Python numbers) by a
+    transfer, which compiles nothing (``jnp.asarray`` compiles a copy per new shape and
+    dtype); JAX arrays of another dtype and traced values cast as ``jnp.asarray`` does."""
+    if isinstance(value, jax.Array):
+        return value if value.dtype == dtype else jnp.asarray(value, dtype)
+    return jax.device_put(np.asarray(value, dtype))
+
+
 def not_a_number(value) -> bool:
     """A string, list, tuple, dict, None or bool: a type error for a numeric argument."""
     return isinstance(value, str | bytes | list | tuple | dict | bool | np.bool_) or value is None

@@ -626,3 +626,39 @@ def test_describe_reads_integer_codes_on_the_host():
                                         for row in np.asarray(codes)]
     with pytest.raises(TypeError, match="on the host"):
         jax.jit(rproxjax.describe)(jnp.int32(0))
+
+
+_EAGER = """
+import json, jax, numpy as np, rproxjax
+count = [0]
+jax.monitoring.register_event_duration_secs_listener(
+    lambda e, d, **k: count.__setitem__(0, count[0] + e.endswith("backend_compile_duration")))
+rng = np.random.default_rng(0)
+x = np.linalg.qr(rng.standard_normal((20, 3)))[0]
+g = rng.standard_normal((20, 3))
+counts = {}
+zeta, info = rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(0.1))
+counts["first"] = count[0]
+count[0] = 0
+rproxjax.tangent_prox(x, g, 0.3, rproxjax.l1(0.2), lam=np.asarray(info.lam))
+rproxjax.tangent_prox(x, g, 0.3, rproxjax.l1(0.2), ssn=rproxjax.SSN(tol=1e-4))
+counts["new values"] = count[0]
+print(json.dumps(counts))
+"""
+
+
+def test_an_eager_call_compiles_its_solve_alone():
+    """A new process's first eager ``tangent_prox`` on NumPy input compiles one program, the
+    solve: the step, the regularizer's strength, the warm start and the tolerances reach it
+    by transfers (they compiled 3 copies and 3 operations of their own), and the multiplier
+    is symmetrized inside it. New values (a warm start, mu, t, tol) compile nothing."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.subprocess_env import subprocess_env
+
+    proc = subprocess.run([sys.executable, "-c", _EAGER], capture_output=True, text=True,
+                          timeout=300, env=subprocess_env())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"first": 1, "new values": 0}

@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from rproxjax import _checks
@@ -317,6 +318,10 @@ def _solve_jit(x, g, t, reg, lam, lam_h, sub, ssn, loose=None):
     # arguments are then all arrays (no None), as custom_vmap needs under jax.jacfwd.
     # sym(X^T G) / 2 is formed once, for Lambda_0 and for info.lam_h, from X^T
     # materialized (as in _begin: products with a transposed operand are slower on CPU).
+    # Multipliers are symmetric: a skew part would add X * skew to the prox argument and
+    # move the solution (a converged answer to another problem), so it is dropped.
+    sym = lambda a: 0.5 * (a + a.T)  # noqa: E731
+    lam, lam_h = (None if lam is None else sym(lam)), sym(lam_h)
     xt = lax.optimization_barrier(x.T)
     smooth = _smooth_part(xt, g)
     lam0 = _initial_multiplier(xt, smooth, lam, lam_h, sub)
@@ -505,14 +510,14 @@ def tangent_prox(
     ssn = with_deprecated(ssn, "tangent_prox", deprecated, _OLD_NAMES)
     r = _check_arguments(x, g, t)
     dtype = jnp.result_type(x)
-    t = jnp.asarray(t, dtype)
+    t = _checks.as_dtype(t, dtype)
     if reg is None:
         return _solve_smooth(x, g, t)
     if not hasattr(reg, "prox_jacobian"):
         raise ValueError(f"reg must be None or a regularizer (rproxjax.l1, rproxjax.l21), "
                          f"got {reg!r}.")
     reg.check(x.shape)  # type: ignore[union-attr]
-    reg = jax.tree.map(lambda a: jnp.asarray(a, dtype), reg)
+    reg = jax.tree.map(lambda a: _checks.as_dtype(a, dtype), reg)
     lam, lam_h, subgradient = _warm_start(lam, lam_h, subgradient,
                                           x.shape, dtype)  # type: ignore[union-attr]
     # rtol > 0 decided here where rtol is concrete (the usual case, a Python number): the
@@ -536,7 +541,7 @@ def resolve(ssn: SSN, r: int, dtype) -> SSN:
     solver = ssn.linear_solver
     if solver == "auto":
         solver = "cg" if r >= ssn.cg_threshold else "dense"
-    return ssn.replace(tol=jnp.asarray(tol, dtype), rtol=jnp.asarray(ssn.rtol, dtype),
+    return ssn.replace(tol=_checks.as_dtype(tol, dtype), rtol=_checks.as_dtype(ssn.rtol, dtype),
                        linear_solver=solver)
 
 
@@ -559,8 +564,8 @@ def _check_arguments(x, g, t) -> int:
 
 
 def _warm_start(lam, lam_h, sub, shape, dtype):
-    """(lam or None, lam_h, subgradient or None) for the solver: checked, cast and
-    symmetrized."""
+    """(lam or None, lam_h, subgradient or None) for the solver: checked and cast
+    (:func:`_solve_jit` symmetrizes the multipliers)."""
     given = [name for name, v in (("lam", lam), ("lam_h", lam_h), ("subgradient", sub))
              if v is not None]
     if len(given) > 1:
@@ -573,13 +578,12 @@ def _warm_start(lam, lam_h, sub, shape, dtype):
                               ("subgradient", sub, tuple(shape))):
         if value is not None and jnp.shape(value) != want:
             raise ValueError(f"{name} must have shape {want}, got {jnp.shape(value)}.")
+    # Host zeros and transfers: eager calls compile no copy (inside a trace, constants).
+    # The multipliers are symmetrized in the solve's program (_solve_jit).
+    zeros = _checks.as_dtype(np.zeros((r, r)), dtype)
     if sub is not None:
-        return None, jnp.zeros((r, r), dtype), jnp.asarray(sub, dtype)
-    # Multipliers are symmetric: a skew part would add X * skew to the prox argument and
-    # move the solution (a converged answer to another problem), so it is dropped.
-    sym = lambda a: 0.5 * (a + a.T)  # noqa: E731
-    lam = None if lam is None else sym(jnp.asarray(lam, dtype))
+        return None, zeros, _checks.as_dtype(sub, dtype)
+    lam = None if lam is None else _checks.as_dtype(lam, dtype)
     if lam_h is None:
-        lam_h = jnp.zeros((r, r), dtype)
-        return (lam_h if lam is None else lam), lam_h, None
-    return lam, sym(jnp.asarray(lam_h, dtype)), None
+        return (zeros if lam is None else lam), zeros, None
+    return lam, _checks.as_dtype(lam_h, dtype), None
