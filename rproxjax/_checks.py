@@ -82,13 +82,29 @@ def array_tree(name: str, tree):
     return jax.tree.unflatten(treedef, out)
 
 
-def as_dtype(value, dtype):
-    """``value`` as a JAX array of ``dtype``: host values (NumPy, Python numbers) by a
-    transfer, which compiles nothing (``jnp.asarray`` compiles a copy per new shape and
-    dtype); JAX arrays of another dtype and traced values cast as ``jnp.asarray`` does."""
+def to_device(value):
+    """A host value as a JAX array without compiling anything (``jnp.asarray`` compiles a
+    copy per new shape and dtype): Python numbers keep their weak type; NumPy values are
+    copied first (on the CPU a transfer can share the caller's buffer, which the caller may
+    change later); JAX arrays and traced values are returned as they are."""
     if isinstance(value, jax.Array):
-        return value if value.dtype == dtype else jnp.asarray(value, dtype)
-    return jax.device_put(np.asarray(value, dtype))
+        return value
+    if isinstance(value, np.ndarray | np.generic):
+        return jax.device_put(np.array(value, copy=True))
+    return jax.device_put(value)
+
+
+def as_dtype(value, dtype):
+    """``value`` as a strongly typed JAX array of ``dtype``, compiling nothing outside a
+    trace: host values and concrete JAX arrays of another dtype (or weakly typed ones) by a
+    copy through the host, traced values cast in the caller's program. One type for every
+    input, so that a compiled program taking it is not compiled again for a weakly typed
+    variant."""
+    if isinstance(value, jax.core.Tracer):
+        return jnp.asarray(value, dtype)
+    if isinstance(value, jax.Array) and value.dtype == dtype and not value.weak_type:
+        return value
+    return jax.device_put(np.array(value, dtype))
 
 
 def not_a_number(value) -> bool:

@@ -118,9 +118,8 @@ def inverse_sqrt_schedule(init_value: ArrayLike, offset: int = 1,
     if jnp.ndim(power) != 0:
         raise ValueError(f"power must be a scalar >= 0, got {power!r}.")
     _checks.check_nonnegative("power", power)  # concrete values; a traced one is used as is
-    # Transfers, not jnp.asarray (which compiles a copy per dtype); traced values as given.
-    as_array = lambda v: v if isinstance(v, jax.Array) else jax.device_put(v)  # noqa: E731
-    return InverseSqrtSchedule(as_array(init_value), as_array(offset), as_array(power))
+    to_device = _checks.to_device  # compiles nothing, shares no buffer with the caller
+    return InverseSqrtSchedule(to_device(init_value), to_device(offset), to_device(power))
 
 
 #: The optimizers' former keyword arguments, by the SSN field each sets.

@@ -56,7 +56,7 @@ def hyper(name, value):
     if jnp.ndim(value) != 0:
         raise ValueError(f"{name} must be a scalar or a schedule, got shape {jnp.shape(value)}.")
     _checks.check_positive(name, value)
-    return value if isinstance(value, jax.Array) else jax.device_put(value)  # no compile
+    return _checks.to_device(value)  # no compile, no buffer shared with the caller
 
 
 def value_at(hyperparameter, count, dtype):

@@ -476,3 +476,27 @@ def test_building_optimizers_compiles_nothing():
                           text=True, timeout=300, env=subprocess_env())
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "0", proc.stdout
+
+
+def _aligned(value, align=64):
+    """A NumPy float32 scalar array in a 64-byte aligned buffer: on the CPU,
+    ``jax.device_put`` may use such a buffer without copying it."""
+    raw = np.zeros(4 + align, np.uint8)
+    start = (-raw.ctypes.data) % align
+    out = raw[start:start + 4].view(np.float32).reshape(())
+    out[()] = value
+    return out
+
+
+def test_hyperparameters_do_not_share_the_callers_numpy_buffer():
+    """A schedule or an optimizer built from a NumPy array keeps the value it was given
+    when the caller changes the array afterwards (a transfer alone could share it)."""
+    eta, init = _aligned(0.5), _aligned(0.5)
+    schedule = rproxjax.inverse_sqrt_schedule(init)
+    opt = rproxjax.r_prox_sgd(eta, 0.5, rproxjax.l1(0.1))
+    x = stiefel.random_point(jax.random.key(0), 8, 2)
+    g = jax.random.normal(jax.random.key(1), (8, 2))
+    before = opt.update(g, opt.init(x), x)[0]
+    eta[()], init[()] = 100.0, 100.0
+    assert float(schedule(3)) == 0.25
+    np.testing.assert_array_equal(opt.update(g, opt.init(x), x)[0], before)

@@ -642,6 +642,9 @@ counts["first"] = count[0]
 count[0] = 0
 rproxjax.tangent_prox(x, g, 0.3, rproxjax.l1(0.2), lam=np.asarray(info.lam))
 rproxjax.tangent_prox(x, g, 0.3, rproxjax.l1(0.2), ssn=rproxjax.SSN(tol=1e-4))
+t, mu = jax.device_put(np.float32(0.4)), jax.device_put(0.3)  # strong and weak JAX scalars
+rproxjax.tangent_prox(x, g, t, rproxjax.l1(np.float32(0.2)))
+rproxjax.tangent_prox(x, g, np.float64(0.4), rproxjax.l1(mu))
 counts["new values"] = count[0]
 print(json.dumps(counts))
 """
@@ -651,7 +654,9 @@ def test_an_eager_call_compiles_its_solve_alone():
     """A new process's first eager ``tangent_prox`` on NumPy input compiles one program, the
     solve: the step, the regularizer's strength, the warm start and the tolerances reach it
     by transfers (they compiled 3 copies and 3 operations of their own), and the multiplier
-    is symmetrized inside it. New values (a warm start, mu, t, tol) compile nothing."""
+    is symmetrized inside it. New values (a warm start, mu, t, tol), given as Python, NumPy
+    or JAX numbers, weakly or strongly typed, compile nothing: they reach the solve as one
+    type."""
     import json
     import subprocess
     import sys
