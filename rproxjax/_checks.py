@@ -94,13 +94,17 @@ def to_device(value):
     return jax.device_put(value)
 
 
-def as_dtype(value, dtype):
-    """``value`` as a strongly typed JAX array of ``dtype``, compiling nothing outside a
-    trace: host values and concrete JAX arrays of another dtype (or weakly typed ones) by a
-    copy through the host, traced values cast in the caller's program. One type for every
-    input, so that a compiled program taking it is not compiled again for a weakly typed
-    variant."""
-    if isinstance(value, jax.core.Tracer):
+def as_dtype(value, dtype, eager: bool = True):
+    """``value`` as a strongly typed JAX array of ``dtype`` (``jnp.asarray(value, dtype)``).
+
+    ``eager`` (the caller is not being traced): host values, and JAX arrays of another
+    dtype or weakly typed, by a copy through the host, which compiles nothing where
+    ``jnp.asarray`` compiles a copy per new shape and dtype. One type for every input, so
+    that a compiled program taking it is not compiled again for a weakly typed variant.
+    Otherwise ``jnp.asarray``: a cast in the caller's program (a host value staged there
+    through ``jax.device_put`` would be a literal of its jaxpr, whose text then changes
+    with the value)."""
+    if not eager or isinstance(value, jax.core.Tracer):
         return jnp.asarray(value, dtype)
     if isinstance(value, jax.Array) and value.dtype == dtype and not value.weak_type:
         return value

@@ -510,21 +510,25 @@ def tangent_prox(
     ssn = with_deprecated(ssn, "tangent_prox", deprecated, _OLD_NAMES)
     r = _check_arguments(x, g, t)
     dtype = jnp.result_type(x)
-    t = _checks.as_dtype(t, dtype)
+    # Outside a trace, values reach the solve by transfers (nothing compiled but the solve);
+    # inside one, by casts in the caller's program, as any traced code.
+    eager = not any(isinstance(a, jax.core.Tracer) for a in jax.tree.leaves(
+        (x, g, t, reg, lam, lam_h, subgradient, ssn)))
+    t = _checks.as_dtype(t, dtype, eager)
     if reg is None:
         return _solve_smooth(x, g, t)
     if not hasattr(reg, "prox_jacobian"):
         raise ValueError(f"reg must be None or a regularizer (rproxjax.l1, rproxjax.l21), "
                          f"got {reg!r}.")
     reg.check(x.shape)  # type: ignore[union-attr]
-    reg = jax.tree.map(lambda a: _checks.as_dtype(a, dtype), reg)
+    reg = jax.tree.map(lambda a: _checks.as_dtype(a, dtype, eager), reg)
     lam, lam_h, subgradient = _warm_start(lam, lam_h, subgradient,
-                                          x.shape, dtype)  # type: ignore[union-attr]
+                                          x.shape, dtype, eager)  # type: ignore[union-attr]
     # rtol > 0 decided here where rtol is concrete (the usual case, a Python number): the
     # program then holds the loose or the tight branch of the Newton steps, not both.
     rtol = _checks.concrete_or_none(ssn.rtol)
     loose = None if rtol is None else bool(rtol > 0)
-    return _solve_jit(x, g, t, reg, lam, lam_h, subgradient, resolve(ssn, r, dtype),
+    return _solve_jit(x, g, t, reg, lam, lam_h, subgradient, resolve(ssn, r, dtype, eager),
                       loose=loose)
 
 
@@ -533,16 +537,16 @@ _OLD_NAMES = {"tol": "tol", "rtol": "rtol", "max_steps": "max_steps",
               "linear_solver": "linear_solver", "method": "method"}
 
 
-def resolve(ssn: SSN, r: int, dtype) -> SSN:
+def resolve(ssn: SSN, r: int, dtype, eager: bool = False) -> SSN:
     """``ssn`` for one solve of rank ``r`` in ``dtype``: ``tol=None`` made
-    :func:`default_tol`, the tolerances arrays of ``dtype``, ``"auto"`` the linear solver
-    it picks."""
+    :func:`default_tol`, the tolerances arrays of ``dtype`` (``eager``: by transfers, see
+    :func:`rproxjax._checks.as_dtype`), ``"auto"`` the linear solver it picks."""
     tol = default_tol(dtype) if ssn.tol is None else ssn.tol
     solver = ssn.linear_solver
     if solver == "auto":
         solver = "cg" if r >= ssn.cg_threshold else "dense"
-    return ssn.replace(tol=_checks.as_dtype(tol, dtype), rtol=_checks.as_dtype(ssn.rtol, dtype),
-                       linear_solver=solver)
+    return ssn.replace(tol=_checks.as_dtype(tol, dtype, eager),
+                       rtol=_checks.as_dtype(ssn.rtol, dtype, eager), linear_solver=solver)
 
 
 def _check_arguments(x, g, t) -> int:
@@ -563,7 +567,7 @@ def _check_arguments(x, g, t) -> int:
     return r
 
 
-def _warm_start(lam, lam_h, sub, shape, dtype):
+def _warm_start(lam, lam_h, sub, shape, dtype, eager=False):
     """(lam or None, lam_h, subgradient or None) for the solver: checked and cast
     (:func:`_solve_jit` symmetrizes the multipliers)."""
     given = [name for name, v in (("lam", lam), ("lam_h", lam_h), ("subgradient", sub))
@@ -578,12 +582,13 @@ def _warm_start(lam, lam_h, sub, shape, dtype):
                               ("subgradient", sub, tuple(shape))):
         if value is not None and jnp.shape(value) != want:
             raise ValueError(f"{name} must have shape {want}, got {jnp.shape(value)}.")
-    # Host zeros and transfers: eager calls compile no copy (inside a trace, constants).
+    # Eager calls: host zeros and transfers, which compile nothing (see _checks.as_dtype).
     # The multipliers are symmetrized in the solve's program (_solve_jit).
-    zeros = _checks.as_dtype(np.zeros((r, r)), dtype)
+    cast = lambda a: _checks.as_dtype(a, dtype, eager)  # noqa: E731
+    zeros = cast(np.zeros((r, r))) if eager else jnp.zeros((r, r), dtype)
     if sub is not None:
-        return None, zeros, _checks.as_dtype(sub, dtype)
-    lam = None if lam is None else _checks.as_dtype(lam, dtype)
+        return None, zeros, cast(sub)
+    lam = None if lam is None else cast(lam)
     if lam_h is None:
         return (zeros if lam is None else lam), zeros, None
-    return lam, _checks.as_dtype(lam_h, dtype), None
+    return lam, cast(lam_h), None
