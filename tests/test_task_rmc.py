@@ -207,9 +207,13 @@ _MASK = np.ones((6, 5), bool)
     (dict(rank=5), ValueError, "rank must be an int in"),
     (dict(M=np.ones((1, 5)), mask=np.ones((1, 5), bool), rank=1), ValueError,
      r"at least 2 rows and 2 columns.*\(1, 5\)"),
-    (dict(M=_M * 1e30, dtype=np.float32), ValueError, r"U's step scale .* float32's range"),
-    (dict(M=_M * 1e-30, dtype=np.float32), ValueError, r"U's step scale .* float32's range"),
+    (dict(M=_M * 1e30, dtype=np.float32), ValueError, r"M's magnitude .* is 1e\+30, outside"),
+    (dict(M=_M * 1e-20, dtype=np.float32), ValueError, r"M's magnitude .* is 1e-20, outside"),
+    (dict(M=_M * 1e-160), ValueError, r"M's magnitude .* is 1e-160, outside .* float64"),
+    (dict(M=_M * 1e200, dtype=np.float32), ValueError, r"entry 1e\+200 .* overflows float32"),
     (dict(eta=1e300, dtype=np.float32), ValueError, r"eta = 1e\+300 .* float32's range"),
+    (dict(lam=1e-50, dtype=np.float32), ValueError, r"lam = 1e-50 .* float32's range"),
+    (dict(magnitude=1e-160), ValueError, r"U's step scale .* = inf is out of float64's range"),
     (dict(rank=1.5), TypeError, "rank must be an int"),
     (dict(rank=True), TypeError, "rank must be an int"),
     (dict(gamma=-0.1), ValueError, "gamma must be a finite number >= 0"),
@@ -315,6 +319,14 @@ def test_defaults_on_the_whole_video_match_the_experiment(method):
     assert float(res.objective) == pytest.approx(at_default["grid_F"][k], rel=1e-2)
     assert _rmc.relative_error(res.low_rank, median) == pytest.approx(
         at_default["grid_error"][k], rel=1e-2)
+
+
+def test_a_subnormal_gamma_is_a_gamma():
+    """gamma = 1e-39 rounds to a subnormal float32, not to 0: accepted, as gamma = 0 is."""
+    low, m, mask = _small(4)
+    tiny = robust_matrix_completion(m, mask, 1, gamma=1e-39, dtype=np.float32, budget=2)
+    zero = robust_matrix_completion(m, mask, 1, gamma=0.0, dtype=np.float32, budget=2)
+    np.testing.assert_allclose(np.asarray(tiny.low_rank), np.asarray(zero.low_rank), atol=1e-6)
 
 
 @pytest.mark.parametrize("scale", [1e-30, 1e30])

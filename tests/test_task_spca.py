@@ -731,3 +731,16 @@ def test_component_variance_has_r_entries_with_fewer_samples_than_components():
     assert res.component_variance.shape == (5,) and res.nonzeros_per_component.shape == (5,)
     np.testing.assert_allclose(np.asarray(res.component_variance)[2:], 0.0, atol=1e-5)
     assert float(res.adjusted_variance) <= 1.0 + 1e-6
+
+
+def test_ragged_complex_and_uncentred_edge_inputs_are_named():
+    """Ragged nested lists (data, mu) are TypeErrors naming the argument; complex128 is named
+    as given; equal tiny uncentred rows underflow (they are not the mean, 0)."""
+    with pytest.raises(TypeError, match=r"data must be .* one shape, got a ragged list"):
+        rproxjax.sparse_pca([[1.0, 2.0], [3.0]], 1, mu=0.1)
+    with pytest.raises(TypeError, match=r"mu must be .* one shape, got a ragged list"):
+        rproxjax.sparse_pca(SMALL, 2, mu=[0.1, [0.2]])
+    with pytest.raises(TypeError, match="got dtype complex128"):
+        rproxjax.sparse_pca(np.ones((5, 3), np.complex128), 1)
+    with pytest.raises(ValueError, match="underflows"):
+        rproxjax.sparse_pca(np.full((5, 3), 1e-30, np.float32), 1, mu=0.0, center=False)

@@ -9,6 +9,7 @@ closed-form V, which ``rproxjax.experiments`` assembles by hand for the video ex
 from __future__ import annotations
 
 import functools
+import math
 from typing import NamedTuple
 
 import jax
@@ -142,17 +143,22 @@ def _matrix(M, dtype):
     if dtype not in (np.float32, np.float64):
         raise TypeError(f"dtype must be float32 or float64, got {dtype} (float16 and bfloat16 "
                         "are too coarse for U^T U = I).")
-    return arr.astype(dtype, copy=False)
+    with np.errstate(over="ignore", under="ignore"):  # _observed names an overflow
+        return arr.astype(dtype, copy=False), arr
 
 
-def _observed(matrix, obs):
-    """The observed entries of M (row-major), which must be finite."""
+def _observed(matrix, obs, given):
+    """The observed entries of M (row-major), which must be finite, in the working dtype
+    and as ``given`` (M before its cast to that dtype)."""
     values = matrix[obs]
     if not np.all(np.isfinite(values)):
-        bad = np.argwhere(obs & ~np.isfinite(matrix))[0]
-        raise ValueError(f"M has a NaN or infinite observed entry (at {tuple(bad.tolist())}); "
+        bad = tuple(np.argwhere(obs & ~np.isfinite(matrix))[0].tolist())
+        if np.isfinite(given[bad]):
+            raise ValueError(f"M's observed entry {given[bad]:.3g} (at {bad}) overflows "
+                             f"{matrix.dtype}: {_hint(matrix.dtype)}.")
+        raise ValueError(f"M has a NaN or infinite observed entry (at {bad}); "
                          "unobserved entries may be anything, observed ones must be finite.")
-    return values
+    return values, given[obs]
 
 
 def _run_key(key, seed):
@@ -185,22 +191,46 @@ def _magnitude(values: np.ndarray) -> float:
     """The data's magnitude for the step rule: the median observed |M_ij| (robust to fewer
     than half of the entries being outliers); the RMS if that is 0; 1 if both are."""
     a = np.abs(values.astype(np.float64))
-    for mag in (float(np.median(a)), float(np.sqrt(np.mean(a * a)))):
-        if mag > 0:
-            return mag
-    return 1.0
+    median = float(np.median(a))
+    if median > 0:
+        return median
+    top = float(np.max(a))  # the RMS, scaled so that its squares do not overflow
+    rms = top * float(np.sqrt(np.mean((a / top) ** 2))) if top > 0 else 0.0
+    return rms if rms > 0 else 1.0
 
 
-def _check_range(dtype, magnitude, values):
-    """A ValueError for a step size or scale that overflows ``dtype`` or underflows to 0 in
-    it (0 itself is kept: gamma = 0): M's magnitude far from 1 in float32 does that, and
-    the run would only halt at its first step."""
+def _hint(dtype, rescale: bool = True) -> str:
+    """What to do about a value out of ``dtype``'s range: rescale M (where the value
+    follows M's units), compute in float64 (from float32)."""
+    hints = (["rescale M"] if rescale else ["choose another value"]) + (
+        ["compute in float64"] if np.dtype(dtype) == np.float32 else [])
+    return ", or ".join(hints)
+
+
+def _check_magnitude(dtype, magnitude: float) -> None:
+    """A ValueError where M's magnitude (the median observed |M_ij|) is outside
+    [sqrt(tiny / eps), sqrt(max eps)] of ``dtype``: there the objective's squares fall below
+    its normal numbers (the fit loses its precision silently) or its sums near overflow
+    (float32: [3e-16, 6e15]; float64: [1e-146, 6e145])."""
     info = np.finfo(dtype)
+    low = math.sqrt(float(info.tiny) / float(info.eps))
+    high = math.sqrt(float(info.max) * float(info.eps))
+    if not low <= magnitude <= high:
+        raise ValueError(f"M's magnitude (its median observed |M_ij|) is {magnitude:.3g}, "
+                         f"outside [{low:.1g}, {high:.1g}], where {np.dtype(dtype).name} "
+                         f"holds the squares of the fit: {_hint(dtype)}.")
+
+
+def _check_range(dtype, values, in_m_units=()) -> None:
+    """A ValueError for a step size, scale or weight that ``dtype`` cannot hold: one that
+    overflows it, or a nonzero one that rounds to 0 there (``in_m_units``: the names of
+    those that follow M's scale)."""
     for name, value in values.items():
-        if value != 0 and not float(info.tiny) <= abs(value) <= float(info.max):
-            raise ValueError(f"{name} = {value:.3g} is out of {np.dtype(dtype).name}'s range "
-                             f"(M's magnitude is {magnitude:.3g}): rescale M, or compute "
-                             "in float64.")
+        with np.errstate(over="ignore", under="ignore"):
+            held = np.asarray(value, dtype)
+        if not np.isfinite(held) or (value != 0 and held == 0):
+            raise ValueError(f"{name} = {value:.3g} is out of {np.dtype(dtype).name}'s range: "
+                             f"{_hint(dtype, name in in_m_units)}.")
 
 
 def _initial_u(matrix, mask, rank):
@@ -381,7 +411,7 @@ def robust_matrix_completion(M: ArrayLike, mask: ArrayLike, rank: int, *, gamma:
         >>> bool(np.all(res.outliers[~mask] == 0))
         True
     """
-    matrix = _matrix(M, dtype)
+    matrix, given = _matrix(M, dtype)
     obs = _mask(mask, matrix.shape)
     m, n = matrix.shape
     r = _checks.index_or_none(rank)
@@ -402,12 +432,17 @@ def robust_matrix_completion(M: ArrayLike, mask: ArrayLike, rank: int, *, gamma:
     batch_fraction = _number("batch_fraction", batch_fraction, low=0.0, high=1.0,
                              low_open=True, what="in (0, 1]")
     q_int = _refresh_period(q)
-    values = _observed(matrix, obs)
+    values, given_values = _observed(matrix, obs, given)
     key = _run_key(key, seed)
 
+    _check_magnitude(matrix.dtype, _magnitude(given_values))  # before the cast's rounding
+    given_magnitude = magnitude is not None
     magnitude = (_magnitude(values) if magnitude is None else
                  _number("magnitude", magnitude, low=0.0, low_open=True, what="a number > 0"))
-    u_scale = (REFERENCE_MAGNITUDE / magnitude) ** 2
+    try:
+        u_scale = (REFERENCE_MAGNITUDE / magnitude) ** 2
+    except OverflowError:
+        u_scale = math.inf  # refused by _check_range below
     eta0, scale0 = DEFAULT_STEPS[method]
     eta = eta0 if eta is None else _number("eta", eta, low=0.0, low_open=True,
                                            what="a number > 0")
@@ -419,9 +454,10 @@ def robust_matrix_completion(M: ArrayLike, mask: ArrayLike, rank: int, *, gamma:
     nnz = int(values.size)
     u0 = _initial_u(matrix, obs, r)
     wdt = matrix.dtype
-    _check_range(wdt, magnitude, {"eta": eta, "step_scale x |Omega|": step_scale * nnz,
-                                  "U's step scale (0.45 / magnitude)^2": u_scale,
-                                  "gamma": gamma})
+    u_name = "U's step scale (0.45 / magnitude)^2"
+    _check_range(wdt, {"eta": eta, "step_scale x |Omega|": step_scale * nnz, u_name: u_scale,
+                       "gamma": gamma, "lam": lam},
+                 in_m_units=("gamma",) if given_magnitude else (u_name, "gamma"))
     check_progress(progress)
     with _RELAY.watch(nnz, bool(progress)):
         host = lambda a: jax.device_put(np.asarray(a, wdt))  # noqa: E731 (compiles nothing)

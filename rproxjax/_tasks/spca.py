@@ -144,14 +144,14 @@ def _as_matrix(name: str, data: Any, dtype: DTypeLike | None) -> Array:
     and booleans become ``dtype`` or JAX's default float); complex values are an error, not
     cut to their real part."""
     if isinstance(data, list | tuple):
-        data = np.asarray(data)
+        data = _from_list(name, data)
     if _checks.not_a_number(data) or not hasattr(data, "shape"):
         raise TypeError(f"{name} must be a 2-D array (NumPy or JAX), got "
                         f"{type(data).__name__}.")
-    data = _checks.array_tree(name, data)
-    if jnp.issubdtype(data.dtype, jnp.complexfloating):
+    if jnp.issubdtype(getattr(data, "dtype", np.float32), jnp.complexfloating):
         raise TypeError(f"{name} must hold real numbers (floating, integer or boolean), got "
                         f"dtype {data.dtype}.")
+    data = _checks.array_tree(name, data)
     if data.ndim != 2:
         raise ValueError(f"{name} must be a 2-D array (n samples x d features), got shape "
                          f"{data.shape}.")
@@ -161,6 +161,16 @@ def _as_matrix(name: str, data: Any, dtype: DTypeLike | None) -> Array:
         data = data.astype(jnp.result_type(float))
     _checks.check_float(name, data)
     return data
+
+
+def _from_list(name, value):
+    """A nested list or tuple of numbers as a NumPy array, or a TypeError naming ``name``
+    (ragged nesting, or no numbers)."""
+    try:
+        return np.asarray(value)
+    except ValueError as err:  # NumPy's "inhomogeneous shape"
+        raise TypeError(f"{name} must be an array or a nested list of numbers of one "
+                        f"shape, got a ragged {type(value).__name__}.") from err
 
 
 def _positive_int(name, value, low=1, high=None):
@@ -433,7 +443,7 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
     # one for the results' (metrics, scores); the rest is NumPy on the host: a first call
     # compiles few programs, and a second with new values compiles none.
     prep = _prepare(data, np.uint32(seed), x0_given, x0, center=bool(center))
-    lam_max, mu_max = _checked_scales(prep)
+    lam_max, mu_max = _checked_scales(prep, bool(center))
     gamma = 1.0 / (2.0 * lam_max) if gamma is None else _positive_float("gamma", gamma)
     eta = 1.0 if eta is None else _positive_float("eta", eta)
     if ssn is None:
@@ -511,7 +521,7 @@ def _start(x0, d, r, dtype):
     return x0
 
 
-def _checked_scales(prep):
+def _checked_scales(prep, center):
     """(lambda_max, mu_max) of :func:`_prepare`'s output, or a ValueError for data that
     are not finite, overflow or underflow their dtype, or have no variance."""
     if not bool(prep["finite"]):
@@ -520,7 +530,7 @@ def _checked_scales(prep):
     if not (math.isfinite(lam_max) and math.isfinite(mu_max)):
         raise ValueError("data are too large for their dtype: the covariance overflows; "
                          "rescale them.")
-    if _no_variance(prep):
+    if _no_variance(prep, center):
         raise ValueError("data has no variance: every row equals the mean (all rows are "
                          "equal, or zero with center=False).")
     if not lam_max > 0:
@@ -529,12 +539,12 @@ def _checked_scales(prep):
     return lam_max, mu_max
 
 
-def _no_variance(prep) -> bool:
-    """Whether every centred row is the same (all rows equal, or zero uncentred): then the
-    centred rows are only the centring's rounding error, and the components would be fitted
-    to it. Tested exactly, in NumPy (nothing to compile), where the variance per sample is
+def _no_variance(prep, center: bool) -> bool:
+    """Whether every row equals the mean: all rows equal (centred, they are then only the
+    centring's rounding error, to which the components would be fitted), or, uncentred, all
+    zero. Tested exactly, in NumPy (nothing to compile), where the variance per sample is
     at most that rounding's level, (n eps)^2 ||mean||^2 (a sum of n terms errs by at most
-    (n - 1) eps/2 times their magnitudes)."""
+    (n - 1) eps/2 times their magnitudes; 0 uncentred)."""
     centred = prep["centred"]
     n = centred.shape[0]
     mean = np.asarray(prep["mean"], np.float64)
@@ -542,7 +552,7 @@ def _no_variance(prep) -> bool:
     if not float(prep["variance"]) <= level:
         return False
     rows = np.asarray(centred)
-    return not np.any(rows != rows[:1])
+    return not np.any(rows != rows[:1]) if center else not np.any(rows)
 
 
 def _single(program, consts, mu, variance, r, dtype):
@@ -704,7 +714,7 @@ def _mu_vector(mu, r, dtype):
     or list of r numbers."""
     given = mu
     if isinstance(mu, list | tuple):
-        mu = np.asarray(mu)
+        mu = _from_list("mu", mu)
         if mu.dtype.kind not in "iuf":
             raise TypeError(f"mu must be a number or one per component, got {given!r}.")
     if _checks.not_a_number(mu):
