@@ -211,7 +211,7 @@ def _check_magnitude(dtype, magnitude: float) -> None:
     """A ValueError where M's magnitude (the median observed |M_ij|) is outside
     [sqrt(tiny / eps), sqrt(max eps)] of ``dtype``: there the objective's squares fall below
     its normal numbers (the fit loses its precision silently) or its sums near overflow
-    (float32: [3e-16, 6e15]; float64: [1e-146, 6e145])."""
+    (float32: [3e-16, 6e15]; float64: [1e-146, 2e146])."""
     info = np.finfo(dtype)
     low = math.sqrt(float(info.tiny) / float(info.eps))
     high = math.sqrt(float(info.max) * float(info.eps))
@@ -392,8 +392,9 @@ def robust_matrix_completion(M: ArrayLike, mask: ArrayLike, rank: int, *, gamma:
       ValueError: M or mask is not 2-D, their shapes differ, an observed entry is NaN or
         infinite, the mask is empty, ``rank`` is not an int in [1, min(m, n)), gamma < 0,
         lam is not in (0, 1), the method is unknown, a budget, batch fraction, q or step
-        is out of range, or a step size or scale is out of the dtype's range (M's
-        magnitude far from 1 in float32).
+        is out of range, or M's magnitude (outside [3e-16, 6e15] in float32, [1e-146,
+        2e146] in float64), an entry, a step size, scale, gamma or lam is out of the
+        dtype's range.
       RuntimeError: ``throw=True`` and the run failed (see ``throw``).
 
     Example:
