@@ -50,6 +50,9 @@ def _points_step(q: int) -> int:
     return max(k for k in range(1, max(1, q // 10) + 1) if q % k == 0)
 
 
+_MNIST_IMAGES = datasets._SHAPES[datasets.MNIST_FILE][0]
+
+
 def _check_run(n, r, mu, budget, q, batch_size):
     """Clear errors for settings that cannot give the demonstration's equal IFO budgets."""
     for name, value, low in (("n", n, batch_size), ("r", r, 1), ("q", q, 2)):
@@ -233,15 +236,18 @@ def _plot(results, out_dir, mu, r):
     print(f"saved {loss_path} and {comp_path}")
 
 
-def main(argv=None) -> None:
+def parse_args(argv=None) -> argparse.Namespace:
+    """The command's arguments, checked (a usage error exits with argparse's message), with
+    ``--quick``'s defaults where ``--n`` and ``--q`` are not given."""
     parser = argparse.ArgumentParser(prog="python -m rproxjax", description=__doc__)
-    parser.add_argument("--n", type=int, default=20000,
+    parser.add_argument("--n", type=int,
                         help="MNIST digits, a seeded subset (default 20,000; 70000 for all)")
     parser.add_argument("--r", type=int, default=10)
     parser.add_argument("--mu", type=float, default=0.2)
     parser.add_argument("--budget", type=float, default=4.0, help="IFO budget, in units of n")
-    parser.add_argument("--q", type=int, default=100, help="R-ProxSPB's q = |S2|")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--q", type=int, help="R-ProxSPB's q = |S2| (default 100)")
+    parser.add_argument("--seed", type=int, default=0, help="seeds the subset, start and "
+                        "sampling (an int >= 0)")
     parser.add_argument("--out", default=".", help="folder for the figures")
     parser.add_argument("--no-plot", action="store_true")
     parser.add_argument("--json", metavar="PATH",
@@ -250,14 +256,27 @@ def main(argv=None) -> None:
                         help="do not use the persistent compilation cache, which "
                              "`python -m rproxjax` keeps in ~/.cache/rproxjax/xla")
     parser.add_argument("--quick", action="store_true",
-                        help="a short run (5,000 digits, q = 20, budget 4 IFO/n), as CI runs it")
+                        help="a short run, as CI runs it: 5,000 digits and q = 20 unless --n "
+                             "or --q say otherwise")
     args = parser.parse_args(argv)
-    if args.quick:
-        args.n, args.budget, args.q = 5000, 4.0, 20
+    # --quick sets the defaults, never what was given (which it used to override silently).
+    quick = {"n": 5000, "q": 20} if args.quick else {"n": 20000, "q": 100}
+    args.n = quick["n"] if args.n is None else args.n
+    args.q = quick["q"] if args.q is None else args.q
     try:
         _check_run(args.n, args.r, args.mu, args.budget, args.q, 100)
+        if args.seed < 0:
+            raise ValueError(f"seed must be an int >= 0, got {args.seed}.")
+        if args.n > _MNIST_IMAGES:
+            raise ValueError(f"n must be at most the {_MNIST_IMAGES} MNIST images shipped, "
+                             f"got {args.n}.")
     except ValueError as err:  # a usage error, not a traceback
         parser.error(str(err))
+    return args
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
     run(n=args.n, r=args.r, mu=args.mu, budget=args.budget, q=args.q, seed=args.seed,
         out_dir=args.out, plot=not args.no_plot, json_path=args.json)
 

@@ -113,3 +113,27 @@ def test_the_demo_takes_the_reproductions_tuned_steps():
         assert steps["eta"] == tuned["chosen"], name
         if "gamma" in steps:
             assert steps["gamma"] == tuned["gamma"], name
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--quick", "--n", "0"], "n must be an int >= 100, got 0"),
+    (["--quick", "--budget", "-1"], "budget > 0"),
+    (["--seed", "-1"], "seed must be an int >= 0"),
+    (["--n", "70001"], "at most the 70000 MNIST images"),
+    (["--quick", "--n", "1000"], "one R-ProxSPB block"),
+])
+def test_the_command_refuses_bad_settings_with_a_usage_error(argv, message, capsys):
+    """Every setting is checked before anything runs, with argparse's usage error (exit
+    status 2) instead of a traceback; --quick never hides a given --n (it replaced it)."""
+    with pytest.raises(SystemExit) as exit_info:
+        _demo.parse_args(argv)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_quick_sets_defaults_not_given_values():
+    quick = _demo.parse_args(["--quick"])
+    assert (quick.n, quick.q, quick.budget) == (5000, 20, 4.0)
+    given = _demo.parse_args(["--quick", "--n", "3000", "--q", "10", "--budget", "5"])
+    assert (given.n, given.q, given.budget) == (3000, 10, 5.0)
+    assert (_demo.parse_args([]).n, _demo.parse_args([]).q) == (20000, 100)
