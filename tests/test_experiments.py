@@ -261,6 +261,9 @@ def test_command_line(tiny_results, capsys):
     with pytest.raises(SystemExit) as exc:  # a usage error on stderr, not a traceback
         cli.main(["nope", "--size", "tiny"])
     assert exc.value.code == 2 and "unknown experiment" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:  # --report of a folder that does not exist
+        cli.main(["--report", "--out", str(tiny_results / "absent")])
+    assert exc.value.code == 2 and "no results folder" in capsys.readouterr().err
     assert cli.main(["--report", "--out", str(tiny_results)]) == 0
     report = (tiny_results / "README.md").read_text()
     assert "## spca-mnist-r10" in report and "claims" in report.lower()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 
@@ -36,6 +37,9 @@ def main(argv=None) -> int:
         args.out = "results" if args.size == "paper" else "results/tiny"
     if args.readme and not args.report:
         parser.error("--readme goes with --report")
+    if args.report and not args.names and not os.path.isdir(args.out):
+        parser.error(f"--report: no results folder {args.out!r} (run an experiment first, or "
+                     "pass --out)")
     if args.report and not args.names:
         _report(args, figures=not args.no_plot)
         return 0
