@@ -403,7 +403,7 @@ def test_equal_rows_have_no_variance_up_to_rounding(dtype, value):
     data = np.full((57, 10), value, dtype)
     with pytest.raises(ValueError, match="no variance"):
         rproxjax.sparse_pca(data, 3, mu=0.1)
-    rows = np.tile(RNG.standard_normal(10), (57, 1)).astype(dtype)
+    rows = np.tile(np.random.default_rng(7).standard_normal(10), (57, 1)).astype(dtype)
     with pytest.raises(ValueError, match="no variance"):
         rproxjax.sparse_pca(rows, 3, mu=0.1)
 
@@ -413,7 +413,7 @@ def test_a_small_spread_about_a_large_mean_is_variance():
     about 2e-10, below the level (n eps)^2 ||mean||^2 (about 1e-9) where the rows are
     compared exactly, and far above the centring's rounding. The rows differ, so the data
     have variance, along that entry."""
-    rows = np.tile(1.0 + RNG.random(10), (57, 1)).astype(np.float32)
+    rows = np.tile(1.0 + np.random.default_rng(8).random(10), (57, 1)).astype(np.float32)
     rows[5, 3] += 1e-4
     res = rproxjax.sparse_pca(rows, 1, mu=1e-9, passes=2)
     assert int(np.argmax(np.abs(np.asarray(res.components[:, 0])))) == 3
