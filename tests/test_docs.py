@@ -91,3 +91,22 @@ def test_the_performance_page_is_generated_from_the_current_benchmark_tables():
     spec.loader.exec_module(module)
     current = (ROOT / "docs" / "performance.md").read_text()
     assert current == module.page(), "run: python docs/make_performance.py"
+
+
+def test_the_troubleshooting_page_quotes_messages_the_library_raises():
+    """Every message quoted in the first column of docs/troubleshooting.md's error tables
+    (its pieces between "...") is in the library's source, so the page cannot drift from
+    the errors it explains; the status table lists every Status code with its name."""
+    page = (ROOT / "docs" / "troubleshooting.md").read_text()
+    source = "\n".join(p.read_text() for p in (ROOT / "rproxjax").rglob("*.py"))
+    source = re.sub(r'"\s*\n\s*(?:f|rf)?"', "", source)  # join implicitly concatenated strings
+    quoted = [q for row in re.findall(r"^\| `([^|]*)` \|", page, flags=re.M)
+              for q in re.findall(r"[^`]+", row) if q.strip(" /,")]
+    assert len(quoted) >= 15, quoted
+    for message in quoted:
+        for piece in message.split("..."):
+            piece = piece.strip()
+            if len(piece) > 3:
+                assert piece in source, message
+    names = re.findall(r"^\| (\d) \| `(\w+)` \|", page, flags=re.M)
+    assert [(int(c), n) for c, n in names] == [(int(s), s.name) for s in rproxjax.Status]
