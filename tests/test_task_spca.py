@@ -744,3 +744,25 @@ def test_ragged_complex_and_uncentred_edge_inputs_are_named():
         rproxjax.sparse_pca(np.ones((5, 3), np.complex128), 1)
     with pytest.raises(ValueError, match="underflows"):
         rproxjax.sparse_pca(np.full((5, 3), 1e-30, np.float32), 1, mu=0.0, center=False)
+
+
+def test_a_mu_whose_every_step_collapses_is_an_error():
+    """At mu = 1e6 every subproblem's prox zeroes a whole column (Status.COLLAPSED), every
+    step is refused and the run stays at its (dense) start: that was returned as the answer
+    at mu = 1e6; it is an error naming mu. A path counts such a run as failed."""
+    with pytest.raises(ValueError, match=r"mu = 1000000.0 is too large for the proximal"):
+        rproxjax.sparse_pca(SMALL, 2, mu=1e6, passes=2)
+    collapsed = int(rproxjax.Status.COLLAPSED)
+    status = np.array([[collapsed] * 4, [collapsed, 0, collapsed, 0], [0] * 4])
+    np.testing.assert_array_equal(spca_task._stuck(status), [True, False, False])
+    assert not spca_task._stuck(np.zeros((2, 0), np.int32)).any()  # no step: not stuck
+
+
+def test_as_many_components_as_features_have_a_path():
+    """r = d: no feature lies outside the r of largest variance, so the usual mu scale
+    (mu_max) is 0; the path takes lambda_max instead of failing on a zero grid."""
+    data = SMALL[:, :4]
+    res = rproxjax.sparse_pca(data, 4, nonzeros=6, passes=3)
+    x = np.asarray(res.components)
+    assert res.nonzeros <= 6 and np.linalg.norm(x.T @ x - np.eye(4)) < 1e-10
+    assert res.settings["mu_max"] > 0

@@ -24,6 +24,7 @@ from rproxjax._linalg import mm
 from rproxjax._manpg import manpg
 from rproxjax._optimizers import inverse_sqrt_schedule, r_prox_sgd, r_prox_spb, r_subgrad
 from rproxjax._regularizers import l1
+from rproxjax._results import Status
 from rproxjax._run import compile as _compile
 from rproxjax._run.fit import FitResult, pure_fit
 from rproxjax._run.monitor import Relay, Stages, check_progress
@@ -418,9 +419,10 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
         an error, not cut to their real part); an argument is not a number.
       ValueError: a shape, a value or a method out of range; data that are not finite,
         have no variance (all rows equal), or overflow or underflow their dtype; both
-        ``mu`` and ``nonzeros`` given; or a failed run: one that halted (a non-finite step) or
-        ended with a larger objective than at its start (steps too large). A path skips
-        its failed runs and raises only if all failed.
+        ``mu`` and ``nonzeros`` given; or a failed run: one that halted (a non-finite
+        step), ended with a larger objective than at its start (steps too large), or never
+        left its start because every subproblem collapsed (mu too large). A path skips its
+        failed runs and raises only if all failed.
 
     Example:
         >>> import numpy as np, rproxjax
@@ -536,7 +538,10 @@ def _checked_scales(prep, center):
     if not lam_max > 0:
         raise ValueError("data are too small for their dtype: the covariance underflows to "
                          "zero; rescale them.")
-    return lam_max, mu_max
+    # mu_max is 0 where no feature outside the r of largest variance covaries with them
+    # (r = d among others): every mu keeps those features stationary, and the path's scale
+    # is then the covariance's own, lambda_max.
+    return lam_max, (mu_max if mu_max > 0 else lam_max)
 
 
 def _no_variance(prep, center: bool) -> bool:
@@ -560,6 +565,7 @@ def _single(program, consts, mu, variance, r, dtype):
     an error."""
     mu_vec = _mu_vector(mu, r, dtype)
     res, _ = program(mu_vec, *consts)
+    _raise_if_stuck(res.history.ssn_status, mu)
     _raise_if_failed(res.history.halted, res.epoch_loss, variance)
     mu_out = jax.device_put(mu_vec if np.ndim(mu) else mu_vec[0])
     return res.params, mu_out, res, float(np.asarray(res.epoch_ifo)[-1])
@@ -615,7 +621,8 @@ def _path(program, consts, target, mu_max, variance, r, dtype, stages, cut=False
         m = [np.asarray(a)[:k] for a in m]
         runs.append((mus, np.asarray(res.params)[:k], m, m[3].sum(axis=1),
                      _failed(np.asarray(res.history.halted)[:k],
-                             np.asarray(res.epoch_loss)[:k], variance),
+                             np.asarray(res.epoch_loss)[:k], variance)
+                     | _stuck(np.asarray(res.history.ssn_status)[:k]),
                      np.asarray(res.epoch_ifo)[:k, -1]))
         near = runs[-1][3][_pick(runs[-1][3], target)]
         stages.update(f"{len(mus)} values of mu in [{mus.min():.3g}, {mus.max():.3g}], "
@@ -743,6 +750,23 @@ def _failed(halted, epoch_loss, scale):
     loss = np.asarray(epoch_loss)
     start, end = loss[..., 0], loss[..., -1]
     return np.any(np.asarray(halted), axis=-1) | ~(end - start <= 1e-2 * (np.abs(start) + scale))
+
+
+def _stuck(ssn_status):
+    """Per run (the last axis is the steps): every step's subproblem collapsed (the prox
+    zeroed a whole column, so the step was refused): the run never left its start, which
+    is no solution at its mu. NumPy."""
+    status = np.asarray(ssn_status)
+    return np.all(status == int(Status.COLLAPSED), axis=-1) & (status.shape[-1] > 0)
+
+
+def _raise_if_stuck(ssn_status, mu):
+    if bool(np.any(_stuck(ssn_status))):
+        raise ValueError(f"mu = {mu!r} is too large for the proximal steps: every "
+                         "subproblem's prox zeroed a whole column (Status.COLLAPSED), so "
+                         "every step was refused and the run never left its start. Pass a "
+                         "smaller mu (settings['mu_max'] of a run at the default is the "
+                         "data's scale), a smaller gamma, or nonzeros=.")
 
 
 def _raise_if_failed(halted, epoch_loss=None, scale=None):
