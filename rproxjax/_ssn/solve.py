@@ -467,6 +467,9 @@ def tangent_prox(
 
     Args:
       x: point of St(d, r), shape (d, r), float32 or float64 (``jax.vmap`` for batches).
+        Its orthonormality is not checked here (``fit`` and the optimizers check their
+        points): off the manifold, zeta solves the problem on {X^T zeta + zeta^T X = 0},
+        which is then not the tangent space.
       g: gradient (estimate), same shape and dtype as ``x``.
       t: step size t > 0 (scalar).
       reg: a regularizer such as :func:`rproxjax.l1` or :func:`rproxjax.l21`, or ``None``
