@@ -415,15 +415,7 @@ def robust_matrix_completion(M: ArrayLike, mask: ArrayLike, rank: int, *, gamma:
     matrix, given = _matrix(M, dtype)
     obs = _mask(mask, matrix.shape)
     m, n = matrix.shape
-    r = _checks.index_or_none(rank)
-    if r is None:
-        raise TypeError(f"rank must be an int, got {rank!r}.")
-    if min(m, n) < 2:
-        raise ValueError(f"M must have at least 2 rows and 2 columns (a rank r needs "
-                         f"1 <= r < min(m, n)), got shape {matrix.shape}.")
-    if not 1 <= r < min(m, n):
-        raise ValueError(f"rank must be an int in [1, min(m, n)) = [1, {min(m, n)}), got "
-                         f"{rank!r}.")
+    r = _rank(rank, matrix.shape)
     gamma = _number("gamma", gamma, low=0.0, what="a finite number >= 0")
     lam = _number("lam", lam, low=0.0, high=1.0, low_open=True, high_open=True,
                   what="in (0, 1)")
@@ -437,20 +429,9 @@ def robust_matrix_completion(M: ArrayLike, mask: ArrayLike, rank: int, *, gamma:
     key = _run_key(key, seed)
 
     _check_magnitude(matrix.dtype, _magnitude(given_values))  # before the cast's rounding
-    given_magnitude = magnitude is not None
-    magnitude = (_magnitude(values) if magnitude is None else
-                 _number("magnitude", magnitude, low=0.0, low_open=True, what="a number > 0"))
-    try:
-        u_scale = (REFERENCE_MAGNITUDE / magnitude) ** 2
-    except OverflowError:
-        u_scale = math.inf  # refused by _check_range below
-    eta0, scale0 = DEFAULT_STEPS[method]
-    eta = eta0 if eta is None else _number("eta", eta, low=0.0, low_open=True,
-                                           what="a number > 0")
-    step_scale = (scale0 if step_scale is None else
-                  _number("step_scale", step_scale, low=0.0, low_open=True,
-                          what="a number > 0"))
-
+    magnitude_given = magnitude is not None
+    magnitude, u_scale, eta, step_scale = _step_rule(method, values, magnitude, eta,
+                                                     step_scale)
     prob = problems.rmc_problem(matrix, obs, lam=lam)
     nnz = int(values.size)
     u0 = _initial_u(matrix, obs, r)
@@ -458,10 +439,10 @@ def robust_matrix_completion(M: ArrayLike, mask: ArrayLike, rank: int, *, gamma:
     u_name = "U's step scale (0.45 / magnitude)^2"
     _check_range(wdt, {"eta": eta, "step_scale x |Omega|": step_scale * nnz, u_name: u_scale,
                        "gamma": gamma, "lam": lam},
-                 in_m_units=("gamma",) if given_magnitude else (u_name, "gamma"))
+                 in_m_units=("gamma",) if magnitude_given else (u_name, "gamma"))
     check_progress(progress)
     with _RELAY.watch(nnz, bool(progress)):
-        host = lambda a: jax.device_put(np.asarray(a, wdt))  # noqa: E731 (compiles nothing)
+        host = functools.partial(_checks.as_dtype, dtype=wdt)  # transfers: compile nothing
         res, v, low_rank, outliers, objective, objective0 = _solve(
             host(eta), host(step_scale * nnz), host(u_scale), host(gamma),
             prob.rows, prob.cols, prob.values, prob.lam, host(u0), key,
@@ -473,6 +454,40 @@ def robust_matrix_completion(M: ArrayLike, mask: ArrayLike, rank: int, *, gamma:
     if throw:
         _raise_if_failed(result)
     return result
+
+
+def _rank(rank, shape) -> int:
+    """``rank`` as an int in [1, min(m, n)), or a named error (M below 2 x 2 has none)."""
+    r = _checks.index_or_none(rank)
+    if r is None:
+        raise TypeError(f"rank must be an int, got {rank!r}.")
+    if min(shape) < 2:
+        raise ValueError(f"M must have at least 2 rows and 2 columns (a rank r needs "
+                         f"1 <= r < min(m, n)), got shape {shape}.")
+    if not 1 <= r < min(shape):
+        raise ValueError(f"rank must be an int in [1, min(m, n)) = [1, {min(shape)}), got "
+                         f"{rank!r}.")
+    return r
+
+
+def _step_rule(method, values, magnitude, eta, step_scale):
+    """(magnitude, U's step scale (a_0 / magnitude)^2, eta, step_scale): the given values
+    checked, the method's defaults (:data:`DEFAULT_STEPS`) and the data's magnitude
+    (:func:`_magnitude` of the observed ``values``) for those not given. A scale that
+    overflows is inf, refused with the others by :func:`_check_range`."""
+    magnitude = (_magnitude(values) if magnitude is None else
+                 _number("magnitude", magnitude, low=0.0, low_open=True, what="a number > 0"))
+    try:
+        u_scale = (REFERENCE_MAGNITUDE / magnitude) ** 2
+    except OverflowError:
+        u_scale = math.inf
+    eta0, scale0 = DEFAULT_STEPS[method]
+    eta = eta0 if eta is None else _number("eta", eta, low=0.0, low_open=True,
+                                           what="a number > 0")
+    step_scale = (scale0 if step_scale is None else
+                  _number("step_scale", step_scale, low=0.0, low_open=True,
+                          what="a number > 0"))
+    return magnitude, u_scale, eta, step_scale
 
 
 def _refresh_period(q) -> int:

@@ -721,9 +721,7 @@ def _mu_vector(mu, r, dtype):
     or list of r numbers."""
     given = mu
     if isinstance(mu, list | tuple):
-        mu = _from_list("mu", mu)
-        if mu.dtype.kind not in "iuf":
-            raise TypeError(f"mu must be a number or one per component, got {given!r}.")
+        mu = _from_list("mu", mu)  # its dtype is checked below with every array's
     if _checks.not_a_number(mu):
         raise TypeError(f"mu must be a number or one per component, got {given!r}.")
     mu = np.asarray(mu)
