@@ -125,10 +125,13 @@ def _count_primitives(jaxpr, name, **params):
 
 def _lane_loops(jaxpr):
     """The while loops over lanes: a body that slices its lane's arguments and runs the
-    Newton while_loop, with no product of its own (every product is in the Newton loop)."""
+    Newton while_loop (directly or in a nested jit), with no product of its own (every
+    product is in the Newton loop)."""
     for eqn in _equations(jaxpr, "while"):
-        names = {e.primitive.name for e in eqn.params["body_jaxpr"].jaxpr.eqns}
-        if {"while", "dynamic_slice"} <= names and "dot_general" not in names:
+        body = eqn.params["body_jaxpr"].jaxpr
+        names = {e.primitive.name for e in body.eqns}
+        if ("dynamic_slice" in names and "dot_general" not in names
+                and _count_primitives(body, "while") >= 1):
             yield eqn
 
 

@@ -226,6 +226,21 @@ def newton_loop(p: _steps.Problem, ssn: SSN, start: _steps.Iterate, rule=None) -
                           init(p, ssn, start))
 
 
+@functools.partial(jax.jit, static_argnames="loose")
+def _loop(p: _steps.Problem, ssn: SSN, start: _steps.Iterate, loose=None) -> LoopState:
+    """:func:`newton_loop` of ``_steps.rule(ssn, loose)``'s steps, traced once per shape,
+    dtype and static setting (``ssn`` holds no leaves here: :func:`_static`): a batched
+    solve traces its Newton loop where ``custom_vmap`` traces the unbatched solve, in its
+    rule's loop over lanes, and again each time ``vmap`` batches an enclosing
+    ``lax.scan`` body (its fixpoint over the carry), all at the same shapes."""
+    return newton_loop(p, ssn, start, _steps.rule(ssn, loose))
+
+
+def _static(ssn: SSN) -> SSN:
+    """``ssn`` without its leaves (``tol`` and ``rtol`` are read from the problem)."""
+    return jax.tree.unflatten(jax.tree.structure(ssn), [None, None])
+
+
 def _initial_multiplier(xt, smooth, lam, lam_h, sub):
     """Lambda_0 from whichever warm start was given (``_warm_start``); ``xt`` is X^T,
     ``smooth`` sym(X^T G) / 2."""
@@ -290,16 +305,16 @@ def _solver(ssn: SSN, loose: bool | None = None):
     ``ssn``; where :func:`sequential_lanes`, with a ``custom_vmap`` rule
     (:func:`_mapped_lanes`). ``loose``: whether ``rtol > 0`` where known at trace time
     (:func:`rproxjax._ssn.steps.is_loose`)."""
-    rule = _steps.rule(ssn, loose)
+    static = _static(ssn)
 
     def loop(p, start):
-        return newton_loop(p, ssn, start, rule)
+        return _loop(p, static, start, loose)
 
     def solve(x, xt, g, t, reg, lam, smooth, tol, rtol):
         p, start = _begin(x, xt, g, t, reg, lam, tol, rtol)
         return _finish(p, g, lam, smooth, loop(p, start))
 
-    lanes = _mapped_lanes(solve, ssn, rule) if sequential_lanes(ssn) else solve
+    lanes = _mapped_lanes(solve, ssn, loop) if sequential_lanes(ssn) else solve
     return _implicit.implicit(lanes, _steps.uses_cg(ssn))
 
 
@@ -328,8 +343,8 @@ def _solve_jit(x, g, t, reg, lam, lam_h, sub, ssn, loose=None):
     return _solver(ssn, loose)(x, xt, g, t, reg, lam0, smooth, ssn.tol, ssn.rtol)
 
 
-def _mapped_lanes(solve, ssn, step_rule):
-    """``solve`` whose ``vmap`` runs the Newton loops (``step_rule``'s steps) of the lanes
+def _mapped_lanes(solve, ssn, loop):
+    """``solve`` whose ``vmap`` runs the Newton loops (``loop(problem, start)``) of the lanes
     that take a step one after another (:func:`_going_lanes`) while the work before and
     after them (the starting residual and stopping test, zeta) stays batched: most loose
     solves take no Newton step, and their lanes then cost no loop. Unlike
@@ -355,7 +370,7 @@ def _mapped_lanes(solve, ssn, step_rule):
         fx, _, _, ft, freg, _, _, ftol, frtol = in_batched
         p_flags = _steps.Problem(fx, None, ft, freg, ftol, frtol)
         p_axes = _steps.Problem(bx, None, bt, breg, btol, brtol)
-        out = _going_lanes(p, p_flags, p_axes, start, ssn, step_rule, axis_size)
+        out = _going_lanes(p, p_flags, p_axes, start, ssn, loop, axis_size)
         res = jax.vmap(_finish, in_axes=(p_axes, bg, blam, bsmooth, 0),
                        axis_size=axis_size)(p, g, lam, smooth, out)
         return res, jax.tree.map(lambda _: True, res)
@@ -368,10 +383,10 @@ def _outcome(state: LoopState) -> LoopState:
     return state._replace(iterate=None)
 
 
-def _going_lanes(p, p_flags, p_axes, start, ssn, rule, axis_size) -> LoopState:
+def _going_lanes(p, p_flags, p_axes, start, ssn, loop, axis_size) -> LoopState:
     """The lanes' final loop states, batched and without the current iterate (which
     :func:`_finish` does not read): :func:`init` of every lane, batched, then
-    :func:`newton_loop` (``rule``'s steps) of each lane whose loop goes, one after another:
+    ``loop(problem, start)`` (a :func:`newton_loop`) of each lane whose loop goes, one after another:
     a ``while_loop`` over those lanes alone, each writing its row of the result in place,
     so that a lane that takes no step costs no loop. ``p_flags`` says which fields of ``p``
     are batched (``p_axes`` as ``vmap`` axes; X^T is not among them: each lane forms its
@@ -398,7 +413,7 @@ def _going_lanes(p, p_flags, p_axes, start, ssn, rule, axis_size) -> LoopState:
         lam, w, norm_e = row_of(out.best.lam), row_of(out.best.w), row_of(out.best.norm_e)
         y, jac = lane_p.reg.prox_jacobian(w, lane_p.t)
         lane_start = _steps.Iterate(lam, w, y, jac, lane_e, norm_e)
-        row = _outcome(newton_loop(lane_p, ssn, lane_start, rule))
+        row = _outcome(loop(lane_p, lane_start))
         out = jax.tree.map(lambda buf, v: lax.dynamic_update_index_in_dim(buf, v, i, 0),
                            out, row)
         return k + 1, out
