@@ -258,3 +258,36 @@ def test_float64_numpy_inputs_without_x64_warn_nothing():
                           text=True, timeout=300, env=subprocess_env(JAX_ENABLE_X64="0"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().endswith("ok")
+
+
+def _aligned(shape, dtype, offset):
+    """A C-contiguous NumPy array of ``shape`` whose buffer starts ``offset`` bytes past a
+    64-byte boundary."""
+    itemsize = np.dtype(dtype).itemsize
+    raw = np.empty(int(np.prod(shape)) * itemsize + 128, np.uint8)
+    start = (-raw.ctypes.data % 64) + offset
+    return raw[start:start + int(np.prod(shape)) * itemsize].view(dtype).reshape(shape)
+
+
+@pytest.mark.parametrize("offset", [0, 16])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64, np.bool_])
+def test_numpy_data_are_copied_once_and_never_shared(dtype, offset):
+    """A NumPy array reaches the device as a private copy (JAX's transfer shares a 64-byte
+    aligned host buffer on the CPU; the caller's may be one, and may change later) in JAX's
+    canonical dtype, with its values; the copy is aligned, so that the transfer shares it
+    instead of copying it again."""
+    from rproxjax import _checks
+
+    caller = _aligned((50, 7), dtype, offset)
+    caller[...] = (RNG.standard_normal((50, 7)) * 10).astype(dtype)
+    expected = caller.astype(jax.dtypes.canonicalize_dtype(caller.dtype))
+    copy = _checks.host_copy(caller)
+    assert copy.ctypes.data % 64 == 0 and copy.flags.c_contiguous
+    assert copy.dtype == expected.dtype and not np.shares_memory(copy, caller)
+    np.testing.assert_array_equal(copy, expected)
+    for moved in (_checks.to_device(caller), _checks.array_tree("data", caller)):
+        assert moved.dtype == expected.dtype
+        caller_before = caller.copy()
+        caller[...] = 0
+        np.testing.assert_array_equal(np.asarray(moved), expected)
+        caller[...] = caller_before
