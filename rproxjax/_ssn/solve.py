@@ -386,8 +386,8 @@ def _outcome(state: LoopState) -> LoopState:
 def _going_lanes(p, p_flags, p_axes, start, ssn, loop, axis_size) -> LoopState:
     """The lanes' final loop states, batched and without the current iterate (which
     :func:`_finish` does not read): :func:`init` of every lane, batched, then
-    ``loop(problem, start)`` (a :func:`newton_loop`) of each lane whose loop goes, one after another:
-    a ``while_loop`` over those lanes alone, each writing its row of the result in place,
+    ``loop(problem, start)`` (a :func:`newton_loop`) of each lane whose loop goes, one
+    after another: a ``while_loop`` over those lanes alone, each writing its row in place,
     so that a lane that takes no step costs no loop. ``p_flags`` says which fields of ``p``
     are batched (``p_axes`` as ``vmap`` axes; X^T is not among them: each lane forms its
     own); the start iterate is batched."""
