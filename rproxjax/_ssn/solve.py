@@ -229,10 +229,10 @@ def newton_loop(p: _steps.Problem, ssn: SSN, start: _steps.Iterate, rule=None) -
 @functools.partial(jax.jit, static_argnames="loose")
 def _loop(p: _steps.Problem, ssn: SSN, start: _steps.Iterate, loose=None) -> LoopState:
     """:func:`newton_loop` of ``_steps.rule(ssn, loose)``'s steps, traced once per shape,
-    dtype and static setting (``ssn`` holds no leaves here: :func:`_static`): a batched
-    solve traces its Newton loop where ``custom_vmap`` traces the unbatched solve, in its
-    rule's loop over lanes, and again each time ``vmap`` batches an enclosing
-    ``lax.scan`` body (its fixpoint over the carry), all at the same shapes."""
+    dtype, static setting and tracing context (``ssn`` holds no leaves here:
+    :func:`_static`): a batched solve's rule traces the loop in its loop over lanes each
+    time ``vmap`` batches an enclosing ``lax.scan`` body (its fixpoint over the carry), at
+    the same shapes: every time after the first reuses the trace."""
     return newton_loop(p, ssn, start, _steps.rule(ssn, loose))
 
 
