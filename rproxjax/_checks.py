@@ -94,9 +94,11 @@ def host_copy(value, dtype=None) -> np.ndarray:
     converts its dtype in a second pass): transferring this copy costs one pass over the
     data instead of two, and the JAX array never shares the caller's buffer (which the
     caller may change later). The cast is NumPy's (``casting="unsafe"``, as
-    ``numpy.ndarray.astype``), silent on overflow as ``jax.device_put``'s own."""
+    ``numpy.ndarray.astype``), silent on overflow as ``jax.device_put``'s own; a
+    non-native byte order (big-endian data read from a file) becomes the native one."""
     value = np.asarray(value)
-    dtype = np.dtype(jax.dtypes.canonicalize_dtype(value.dtype if dtype is None else dtype))
+    dtype = np.dtype(value.dtype if dtype is None else dtype)
+    dtype = np.dtype(jax.dtypes.canonicalize_dtype(dtype.newbyteorder("=")))
     size = value.size * dtype.itemsize
     raw = np.empty(size + _ALIGNMENT, np.uint8)
     start = -raw.ctypes.data % _ALIGNMENT

@@ -291,3 +291,15 @@ def test_numpy_data_are_copied_once_and_never_shared(dtype, offset):
         caller[...] = 0
         np.testing.assert_array_equal(np.asarray(moved), expected)
         caller[...] = caller_before
+
+
+def test_big_endian_numpy_data_are_taken_in_native_order():
+    """Data read from a file can be big-endian; JAX takes native byte order only: the
+    transfer converts (the same result as the native array's)."""
+    native = RNG.standard_normal((200, 12))
+    swapped = native.astype(native.dtype.newbyteorder(">"))
+    res = [rproxjax.sparse_pca(d, 2, mu=0.1, passes=2) for d in (swapped, native)]
+    np.testing.assert_array_equal(np.asarray(res[0].components), np.asarray(res[1].components))
+    assert rproxjax.fit(rproxjax.r_prox_sgd(0.1, 0.5, rproxjax.l1(0.1)), problems.spca_loss,
+                        X0, swapped[:, :10], key=KEY, batch_size=20, num_epochs=1).params.shape \
+        == X0.shape
