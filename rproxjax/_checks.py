@@ -70,6 +70,7 @@ def array_tree(name: str, tree):
             if not (np.issubdtype(leaf.dtype, np.number) or leaf.dtype == np.bool_):
                 raise TypeError(f"{name} must hold numbers, got a NumPy array of dtype "
                                 f"{leaf.dtype}.")
+            refuse_masked(name, leaf)
             leaf = to_device(leaf)  # a transfer: jnp.asarray compiles a copy
         elif not isinstance(leaf, jax.Array):
             hint = ("; convert it with numpy.asarray." if isinstance(tree, list | tuple)
@@ -96,6 +97,7 @@ def host_copy(value, dtype=None) -> np.ndarray:
     caller may change later). The cast is NumPy's (``casting="unsafe"``, as
     ``numpy.ndarray.astype``), silent on overflow as ``jax.device_put``'s own; a
     non-native byte order (big-endian data read from a file) becomes the native one."""
+    refuse_masked("an input", value)
     value = np.asarray(value)
     dtype = np.dtype(value.dtype if dtype is None else dtype)
     dtype = np.dtype(jax.dtypes.canonicalize_dtype(dtype.newbyteorder("=")))
@@ -106,6 +108,17 @@ def host_copy(value, dtype=None) -> np.ndarray:
     with np.errstate(all="ignore"):
         np.copyto(out, value, casting="unsafe")
     return out
+
+
+def refuse_masked(name: str, value) -> None:
+    """A NumPy masked array with masked entries is an error: its mask would be dropped and
+    the values under it used (a masked array without masked entries is its data)."""
+    if isinstance(value, np.ma.MaskedArray) and np.ma.getmaskarray(value).any():
+        count = int(np.ma.getmaskarray(value).sum())
+        raise ValueError(f"{name} is a masked array with masked entries ({count}); rproxjax "
+                         "does not read masks (the values under them would be used): fill "
+                         "them (numpy.ma.filled) or drop those samples first "
+                         "(robust_matrix_completion takes missing entries as its mask).")
 
 
 def to_device(value):

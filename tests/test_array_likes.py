@@ -303,3 +303,24 @@ def test_big_endian_numpy_data_are_taken_in_native_order():
     assert rproxjax.fit(rproxjax.r_prox_sgd(0.1, 0.5, rproxjax.l1(0.1)), problems.spca_loss,
                         X0, swapped[:, :10], key=KEY, batch_size=20, num_epochs=1).params.shape \
         == X0.shape
+
+
+def test_masked_arrays_with_masked_entries_are_an_error():
+    """A masked array's mask would be dropped and the values under it used: with masked
+    entries it is an error naming the argument; without, its data are taken."""
+    values = RNG.standard_normal((60, 8))
+    masked = np.ma.masked_array(values, mask=RNG.random(values.shape) < 0.1)
+    with pytest.raises(ValueError, match="data is a masked array with masked entries"):
+        rproxjax.sparse_pca(masked, 2, mu=0.1, passes=1)
+    with pytest.raises(ValueError, match="data is a masked array with masked entries"):
+        rproxjax.fit(rproxjax.r_prox_sgd(0.1, 0.5, rproxjax.l1(0.1)), problems.spca_loss,
+                     np.linalg.qr(values[:3].T)[0], masked, key=KEY, batch_size=20,
+                     num_epochs=1)
+    with pytest.raises(ValueError, match="M is a masked array with masked .*missing entries"):
+        rproxjax.robust_matrix_completion(masked, np.ones(values.shape, bool), rank=1)
+    with pytest.raises(ValueError, match="masked array"):
+        rproxjax.r_prox_sgd(0.1, np.ma.masked_array(0.5, mask=True), rproxjax.l1(0.1))
+    unmasked = np.ma.masked_array(values, mask=np.zeros(values.shape, bool))
+    np.testing.assert_array_equal(
+        np.asarray(rproxjax.sparse_pca(unmasked, 2, mu=0.1, passes=1).components),
+        np.asarray(rproxjax.sparse_pca(values, 2, mu=0.1, passes=1).components))

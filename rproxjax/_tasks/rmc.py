@@ -119,6 +119,7 @@ def _two_d(name, value):
     """``value`` (an array or a nested list) as a 2-D NumPy array, or a named error."""
     if not hasattr(value, "shape") and not isinstance(value, list | tuple):
         raise TypeError(f"{name} must be an array (NumPy or JAX), got {type(value).__name__}.")
+    _checks.refuse_masked(name, value)
     arr = np.asarray(value)
     if arr.ndim != 2:
         raise ValueError(f"{name} must be a 2-D (m x n) array, got shape {arr.shape}.")
