@@ -238,7 +238,8 @@ def _loop(p: _steps.Problem, ssn: SSN, start: _steps.Iterate, loose=None) -> Loo
 
 def _static(ssn: SSN) -> SSN:
     """``ssn`` without its leaves (``tol`` and ``rtol`` are read from the problem)."""
-    return jax.tree.unflatten(jax.tree.structure(ssn), [None, None])
+    tree = jax.tree.structure(ssn)
+    return jax.tree.unflatten(tree, [None] * tree.num_leaves)
 
 
 def _initial_multiplier(xt, smooth, lam, lam_h, sub):
