@@ -57,8 +57,10 @@ def check_array(name: str, array) -> None:
 def array_tree(name: str, tree):
     """``tree`` (an array or a pytree of arrays) with its NumPy leaves as JAX arrays.
 
-    NumPy arrays and scalars are array-likes everywhere in rproxjax; a leaf that is not an
-    array (a list, a string, a Python number, None) raises a TypeError naming ``name``.
+    NumPy arrays and scalars are array-likes everywhere in rproxjax, and so are objects
+    that convert themselves to one (``__array__``: a pandas DataFrame of numbers, say); a
+    leaf that is not an array (a list, a string, a Python number, None) raises a TypeError
+    naming ``name``.
     """
     leaves, treedef = jax.tree.flatten(tree)
     if not leaves:
@@ -66,6 +68,8 @@ def array_tree(name: str, tree):
                         f"{type(tree).__name__} holding none.")
     out = []
     for leaf in leaves:
+        if _converts(leaf):
+            leaf = np.asarray(leaf)
         if isinstance(leaf, np.ndarray | np.generic):
             if not (np.issubdtype(leaf.dtype, np.number) or leaf.dtype == np.bool_):
                 raise TypeError(f"{name} must hold numbers, got a NumPy array of dtype "
@@ -81,6 +85,13 @@ def array_tree(name: str, tree):
                             + hint)
         out.append(leaf)
     return jax.tree.unflatten(treedef, out)
+
+
+def _converts(leaf) -> bool:
+    """An array-like of another library that NumPy converts (``__array__``), not a JAX,
+    NumPy, Python or container value."""
+    return (hasattr(leaf, "__array__") and hasattr(leaf, "shape")
+            and not isinstance(leaf, jax.Array | np.ndarray | np.generic | jax.core.Tracer))
 
 
 #: Bytes: a CPU transfer shares a host buffer aligned to this instead of copying it.

@@ -324,3 +324,31 @@ def test_masked_arrays_with_masked_entries_are_an_error():
     np.testing.assert_array_equal(
         np.asarray(rproxjax.sparse_pca(unmasked, 2, mu=0.1, passes=1).components),
         np.asarray(rproxjax.sparse_pca(values, 2, mu=0.1, passes=1).components))
+
+
+class _Frame:
+    """A stand-in for a pandas DataFrame: a table that converts itself to NumPy."""
+
+    def __init__(self, values):
+        self._values = values
+        self.shape = values.shape
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self._values, dtype=dtype)
+
+
+def test_objects_that_convert_to_numpy_are_data():
+    """A table of another library (pandas, say) that converts itself with ``__array__`` is
+    taken as its NumPy values, by the task functions, the estimator and ``fit``."""
+    values = RNG.standard_normal((80, 6))
+    res = [rproxjax.sparse_pca(d, 2, mu=0.1, passes=2) for d in (_Frame(values), values)]
+    np.testing.assert_array_equal(np.asarray(res[0].components), np.asarray(res[1].components))
+    np.testing.assert_array_equal(np.asarray(res[0].transform(_Frame(values[:5]))),
+                                  np.asarray(res[1].transform(values[:5])))
+    est = rproxjax.SparsePCA(2, mu=0.1, passes=2).fit(_Frame(values))
+    np.testing.assert_array_equal(est.components_, np.asarray(res[1].components).T)
+    x0 = np.linalg.qr(values[:2].T)[0]
+    runs = [rproxjax.fit(rproxjax.r_prox_sgd(0.1, 0.5, rproxjax.l1(0.1)), problems.spca_loss,
+                         x0, d, key=KEY, batch_size=20, num_epochs=1)
+            for d in (_Frame(values), values)]
+    np.testing.assert_array_equal(np.asarray(runs[0].params), np.asarray(runs[1].params))
