@@ -439,6 +439,24 @@ def test_overflowing_data_is_an_error():
         rproxjax.sparse_pca(SMALL * 1e200, 2, mu=0.1, passes=2)
 
 
+@pytest.mark.parametrize("center", [True, False])
+@pytest.mark.parametrize("entries", [[np.inf], [np.nan], [-np.inf], [np.inf, -np.inf]])
+def test_non_finite_entries_are_an_error_and_overflow_is_not_one(entries, center):
+    """Non-finite entries (also +inf and -inf in one column, whose mean is NaN) are the
+    non-finite error with and without centring; finite entries whose column sums overflow
+    are the overflow error, not that one (the data's side checks the entries one by one
+    only where a column's mean or variance is not finite)."""
+    data = np.array(SMALL[:100, :6], np.float64)
+    for i, value in enumerate(entries):
+        data[3 + i, 2] = value
+    with pytest.raises(ValueError, match="data holds NaN or inf"):
+        rproxjax.sparse_pca(data, 2, mu=0.1, passes=1, center=center)
+    big = np.array(SMALL[:100, :6], np.float64)
+    big[:, 2] = np.finfo(np.float64).max / 4  # a column whose sum overflows, all finite
+    with pytest.raises(ValueError, match="overflows"):
+        rproxjax.sparse_pca(big, 2, mu=0.1, passes=1, center=center)
+
+
 # ------------------------------------------------------------------ sparsity targets
 
 

@@ -198,7 +198,8 @@ def _positive_float(name, value):
 
 @jax.jit
 def _scales(data, key, x0_given, x0):
-    """(mean, X0, lambda_max of the covariance, mu_max) of centred ``data``, one program.
+    """(X0, lambda_max of the covariance, mu_max, the variance of each feature) of centred
+    ``data``, one program.
 
     X0: the top r principal directions by subspace iteration (6 passes, 10 extra columns)
     unless ``x0_given``; mu_max: the mu at which X = [e_i1, ..., e_ir], the r features of
@@ -219,7 +220,7 @@ def _scales(data, key, x0_given, x0):
     cross = mm(data.T, data[:, top]) / n  # C[:, top]
     cross = jnp.where(jnp.isin(jnp.arange(d), top)[:, None], 0.0, cross)
     mu_max = 2.0 * jnp.max(jnp.abs(cross))
-    return x0, lam_max, mu_max
+    return x0, lam_max, mu_max, var
 
 
 # The task programs hand LAPACK only k x k matrices. On CPU a LAPACK call on a tall matrix
@@ -580,10 +581,14 @@ def _prepare(data, seed, x0_given, x0, *, center):
     mean = jnp.mean(data, axis=0) if center else jnp.zeros((d,), data.dtype)
     centred = data - mean
     key_x0, key_run = jax.random.split(jax.random.key(seed))
-    x0, lam_max, mu_max = _scales(centred, key_x0, x0_given, x0)
-    return dict(mean=mean, centred=centred, finite=jnp.all(jnp.isfinite(data)),
-                variance=jnp.sum(centred * centred) / n, x0=x0, lam_max=lam_max,
-                mu_max=mu_max, key=key_run)
+    x0, lam_max, mu_max, var = _scales(centred, key_x0, x0_given, x0)
+    # A non-finite entry makes its column's mean and variance non-finite: where both are
+    # finite so is the data, and only otherwise (or where a sum overflowed) are the entries
+    # read again (a pass over the data saved, as for the variance, a sum of the features').
+    quick = jnp.all(jnp.isfinite(mean)) & jnp.all(jnp.isfinite(var))
+    finite = jax.lax.cond(quick, lambda: jnp.bool_(True), lambda: jnp.all(jnp.isfinite(data)))
+    return dict(mean=mean, centred=centred, finite=finite, variance=jnp.sum(var), x0=x0,
+                lam_max=lam_max, mu_max=mu_max, key=key_run)
 
 
 @_compile.jit
