@@ -352,3 +352,5 @@ def test_objects_that_convert_to_numpy_are_data():
                          x0, d, key=KEY, batch_size=20, num_epochs=1)
             for d in (_Frame(values), values)]
     np.testing.assert_array_equal(np.asarray(runs[0].params), np.asarray(runs[1].params))
+    with pytest.raises(TypeError, match="data must hold real numbers"):  # not cut to reals
+        rproxjax.sparse_pca(_Frame(values + 1j), 2, mu=0.1, passes=2)

@@ -149,10 +149,10 @@ def _as_matrix(name: str, data: Any, dtype: DTypeLike | None) -> Array:
     if _checks.not_a_number(data) or not hasattr(data, "shape"):
         raise TypeError(f"{name} must be a 2-D array (NumPy or JAX), got "
                         f"{type(data).__name__}.")
-    if jnp.issubdtype(getattr(data, "dtype", np.float32), jnp.complexfloating):
+    data = _checks.array_tree(name, data)
+    if jnp.issubdtype(data.dtype, jnp.complexfloating):  # after any conversion to an array
         raise TypeError(f"{name} must hold real numbers (floating, integer or boolean), got "
                         f"dtype {data.dtype}.")
-    data = _checks.array_tree(name, data)
     if data.ndim != 2:
         raise ValueError(f"{name} must be a 2-D array (n samples x d features), got shape "
                          f"{data.shape}.")
