@@ -74,8 +74,7 @@ def array_tree(name: str, tree):
             if not (np.issubdtype(leaf.dtype, np.number) or leaf.dtype == np.bool_):
                 raise TypeError(f"{name} must hold numbers, got a NumPy array of dtype "
                                 f"{leaf.dtype}.")
-            refuse_masked(name, leaf)
-            leaf = to_device(leaf)  # a transfer: jnp.asarray compiles a copy
+            leaf = to_device(leaf, name)  # a transfer: jnp.asarray compiles a copy
         elif not isinstance(leaf, jax.Array):
             hint = ("; convert it with numpy.asarray." if isinstance(tree, list | tuple)
                     and not isinstance(leaf, jax.Array | np.ndarray) else ".")
@@ -98,7 +97,7 @@ def _converts(leaf) -> bool:
 _ALIGNMENT = 64
 
 
-def host_copy(value, dtype=None) -> np.ndarray:
+def host_copy(value, dtype=None, name: str = "an input") -> np.ndarray:
     """A private copy of a NumPy value, in ``dtype`` (default: JAX's canonical dtype for
     it, e.g. float32 for float64 without x64), C-contiguous and 64-byte aligned.
 
@@ -107,8 +106,9 @@ def host_copy(value, dtype=None) -> np.ndarray:
     data instead of two, and the JAX array never shares the caller's buffer (which the
     caller may change later). The cast is NumPy's (``casting="unsafe"``, as
     ``numpy.ndarray.astype``), silent on overflow as ``jax.device_put``'s own; a
-    non-native byte order (big-endian data read from a file) becomes the native one."""
-    refuse_masked("an input", value)
+    non-native byte order (big-endian data read from a file) becomes the native one. A
+    masked array with masked entries is a ValueError naming ``name``."""
+    refuse_masked(name, value)
     value = np.asarray(value)
     dtype = np.dtype(value.dtype if dtype is None else dtype)
     dtype = np.dtype(jax.dtypes.canonicalize_dtype(dtype.newbyteorder("=")))
@@ -132,15 +132,16 @@ def refuse_masked(name: str, value) -> None:
                          "(robust_matrix_completion takes missing entries as its mask).")
 
 
-def to_device(value):
+def to_device(value, name: str = "an input"):
     """A host value as a JAX array without compiling anything (``jnp.asarray`` compiles a
     copy per new shape and dtype): Python numbers keep their weak type; NumPy values go
     through :func:`host_copy` (one pass, and never the caller's buffer, which the caller
-    may change later); JAX arrays and traced values are returned as they are."""
+    may change later; ``name`` names it in errors); JAX arrays and traced values are
+    returned as they are."""
     if isinstance(value, jax.Array):
         return value
     if isinstance(value, np.ndarray | np.generic):
-        return jax.device_put(host_copy(value))
+        return jax.device_put(host_copy(value, name=name))
     return jax.device_put(value)
 
 

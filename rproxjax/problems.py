@@ -197,11 +197,10 @@ def rmc_problem(matrix: ArrayLike, mask: ArrayLike, lam: float = 1e-3) -> RMCPro
     if not mask.any():
         raise ValueError("mask observes no entry.")
     rows, cols = np.nonzero(mask)
-    # Transfers (jax.device_put), not jnp.asarray: that compiles a copy per shape and dtype.
-    return RMCProblem(jax.device_put(rows.astype(np.int32)),
-                      jax.device_put(cols.astype(np.int32)),
-                      jax.device_put(matrix[rows, cols]),
-                      jax.device_put(np.asarray(lam, matrix.dtype)),
+    # Transfers, not jnp.asarray: that compiles a copy per shape and dtype.
+    return RMCProblem(_checks.as_dtype(rows, np.int32), _checks.as_dtype(cols, np.int32),
+                      _checks.to_device(matrix[rows, cols]),
+                      _checks.as_dtype(lam, matrix.dtype),
                       int(matrix.shape[0]), int(matrix.shape[1]))
 
 
