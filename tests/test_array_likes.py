@@ -239,7 +239,7 @@ rproxjax.fit(rproxjax.r_prox_sgd(0.1, 0.5, rproxjax.l1(0.1)), problems.spca_loss
              key=jax.random.key(0), batch_size=10, num_epochs=1)
 assert rproxjax.sparse_pca(data, 2, mu=0.1, passes=1).components.dtype == np.float32
 rproxjax.robust_matrix_completion(rng.random((10, 8)), rng.random((10, 8)) < 0.7, rank=1,
-                                  budget=1)
+                                  passes=1, throw=False)
 print("ok")
 """
 

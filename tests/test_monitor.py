@@ -247,8 +247,8 @@ def test_robust_matrix_completion_draws_its_epochs(monkeypatch):
     mask = rng.random((30, 20)) < 0.6
     monkeypatch.setattr(sys, "stderr", terminal := _Terminal())
     res = rproxjax.robust_matrix_completion(low, mask, rank=1, method="r_prox_sgd",
-                                            budget=3, progress=True)
+                                            passes=3, progress=True)
     assert "3/3" in terminal.getvalue()
     quiet = rproxjax.robust_matrix_completion(low, mask, rank=1, method="r_prox_sgd",
-                                              budget=3)
+                                              passes=3)
     np.testing.assert_array_equal(res.low_rank, quiet.low_rank)

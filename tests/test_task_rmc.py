@@ -17,6 +17,7 @@ import pathlib
 import re
 import subprocess
 import sys
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -53,7 +54,8 @@ jax.monitoring.register_event_duration_secs_listener(
     lambda e, d, **k: count.__setitem__(0, count[0] + e.endswith("backend_compile_duration")))
 rng = np.random.default_rng(0)
 m = rng.random((30, 1)) @ rng.random((1, 20))
-rproxjax.robust_matrix_completion(m, rng.random(m.shape) < 0.6, rank=1, key=key, budget=2)
+rproxjax.robust_matrix_completion(m, rng.random(m.shape) < 0.6, rank=1, seed=key, passes=2,
+                                  method="r_prox_spb", mu=0.03)
 print(count[0])
 """
 
@@ -90,8 +92,8 @@ def test_matches_the_experiment(video, method):
     params = run(u0, key).params
     f_exp = float(problems.rmc_objective(params, prob, CROP.reg_weight))
     res = robust_matrix_completion(observed, mask, CROP.rank, method=method, eta=eta,
-                                   step_scale=scale, magnitude=0.45, key=key, gamma=CROP.reg_weight,
-                                   lam=CROP.lam, budget=CROP.budget,
+                                   step_scale=scale, magnitude=0.45, seed=key, mu=CROP.reg_weight,
+                                   lam=CROP.lam, passes=CROP.budget,
                                    batch_fraction=CROP.batch_fraction, q=CROP.q)
     assert isinstance(res, RMCResult)
     assert (res.method, res.eta, res.step_scale, res.rank) == (method, eta, scale, 2)
@@ -101,7 +103,8 @@ def test_matches_the_experiment(video, method):
     exp_error = _rmc.relative_error(problems.rmc_background(params, prob), median)
     assert _rmc.relative_error(res.low_rank, median) == pytest.approx(exp_error, rel=1e-9)
     # the defaults (the data-magnitude rule) on the crop
-    default = robust_matrix_completion(observed, mask, CROP.rank, method=method, key=key)
+    default = robust_matrix_completion(observed, mask, CROP.rank, method=method, seed=key,
+                                       mu=CROP.reg_weight)
     error = _rmc.relative_error(default.low_rank, median)
     start = _rmc.relative_error(problems.rmc_background(
         {"U": u0, "S": jnp.zeros_like(prob.values)}, prob), median)
@@ -127,7 +130,7 @@ def test_numpy_and_jax_inputs_agree_and_dtypes_are_kept():
     assert np.allclose(a.low_rank, mm(a.U, a.V), rtol=0, atol=1e-14)
     assert a.V.shape == (1, 20) and a.S.shape == (int(mask.sum()),)
     assert float(a.objective) == pytest.approx(
-        float(problems.rmc_objective({"U": a.U, "S": a.S}, a.problem, 0.03)), rel=1e-12)
+        float(problems.rmc_objective({"U": a.U, "S": a.S}, a.problem, a.mu)), rel=1e-9)
     # float32 stays float32
     c = robust_matrix_completion(m_obs.astype(np.float32), mask, 1, seed=3)
     for x in (c.low_rank, c.outliers, c.U, c.V, c.S, c.objective):
@@ -152,8 +155,8 @@ def test_defaults_follow_the_units_of_M(method):
     there instead (the decaying steps of the others happened to survive it)."""
     _, m_obs, mask = _small()
     c = 256.0
-    a = robust_matrix_completion(m_obs, mask, 1, seed=1, method=method)
-    b = robust_matrix_completion(m_obs * c, mask, 1, gamma=0.03 * c, seed=1, method=method)
+    a = robust_matrix_completion(m_obs, mask, 1, mu=0.03, seed=1, method=method)
+    b = robust_matrix_completion(m_obs * c, mask, 1, mu=0.03 * c, seed=1, method=method)
     assert (b.eta, b.step_scale) == (a.eta, a.step_scale) == DEFAULT_STEPS[method]
     assert b.u_step_scale == a.u_step_scale / c**2 and b.magnitude == a.magnitude * c
     assert np.allclose(b.U, a.U, rtol=0, atol=1e-12)
@@ -162,16 +165,18 @@ def test_defaults_follow_the_units_of_M(method):
     assert float(b.objective) / c**2 == pytest.approx(float(a.objective), rel=1e-10)
     if method == "r_prox_spb":
         with pytest.raises(RuntimeError, match="smaller eta"):
-            robust_matrix_completion(m_obs * c, mask, 1, gamma=0.03 * c, seed=1, method=method,
+            robust_matrix_completion(m_obs * c, mask, 1, mu=0.03 * c, seed=1, method=method,
                                      magnitude=0.45)
 
 
 def test_too_large_a_step_raises_with_the_result():
     _, m_obs, mask = _small()
     with pytest.raises(RuntimeError, match="smaller eta") as err:
-        robust_matrix_completion(m_obs, mask, 1, eta=1e4, step_scale=1e2)
+        robust_matrix_completion(m_obs, mask, 1, eta=1e4, step_scale=1e2, method="r_prox_spb")
     assert isinstance(err.value.result, RMCResult)
-    res = robust_matrix_completion(m_obs, mask, 1, eta=1e4, step_scale=1e2, throw=False)
+    res = robust_matrix_completion(m_obs, mask, 1, eta=1e4, step_scale=1e2, throw=False,
+                                   method="r_prox_spb")
+    assert res.failed and not res.converged
     assert not float(res.objective) <= float(res.initial_objective)
 
 
@@ -211,33 +216,43 @@ _MASK = np.ones((6, 5), bool)
     (dict(M=_M * 1e-20, dtype=np.float32), ValueError, r"M's magnitude .* is 1e-20, outside"),
     (dict(M=_M * 1e-160), ValueError, r"M's magnitude .* is 1e-160, outside .* float64"),
     (dict(M=_M * 1e200, dtype=np.float32), ValueError, r"entry 1e\+200 .* overflows float32"),
-    (dict(eta=1e300, dtype=np.float32), ValueError, r"eta = 1e\+300 .* float32's range"),
+    (dict(eta=1e300, dtype=np.float32, method="r_prox_spb"), ValueError,
+     r"eta = 1e\+300 .* float32's range"),
     (dict(lam=1e-50, dtype=np.float32), ValueError, r"lam = 1e-50 .* float32's range"),
-    (dict(magnitude=1e-160), ValueError, r"U's step scale .* = inf is out of float64's range"),
+    (dict(magnitude=1e-160, method="r_prox_spb"), ValueError,
+     r"U's step scale .* = inf is out of float64's range"),
     (dict(rank=1.5), TypeError, "rank must be an int"),
     (dict(rank=True), TypeError, "rank must be an int"),
-    (dict(gamma=-0.1), ValueError, "gamma must be a finite number >= 0"),
-    (dict(gamma=np.nan), ValueError, "gamma must be"),
-    (dict(gamma="a"), TypeError, "gamma must be a real number"),
+    (dict(mu=-0.1), ValueError, "mu must be a finite number >= 0"),
+    (dict(mu=np.nan), ValueError, "mu must be"),
+    (dict(mu="a"), TypeError, "mu must be a real number"),
+    (dict(mu=1e300, dtype=np.float32), ValueError, r"mu = 1e\+300 .* float32's range"),
+    (dict(tol=0.0), ValueError, "tol must be a number > 0"),
+    (dict(passes=-1), ValueError, "passes must be a number > 0"),
+    (dict(eta=0.5), ValueError, "eta= applies to the paper's methods"),
+    (dict(step_scale=0.5), ValueError, "step_scale= applies to the paper's methods"),
+    (dict(record_loss=True), ValueError, "record_loss= applies to the paper's methods"),
+    (dict(alpha=1.0), TypeError, "unexpected keyword argument 'alpha'"),
     (dict(lam=0.0), ValueError, r"lam must be in \(0, 1\)"),
     (dict(lam=1.0), ValueError, r"lam must be in \(0, 1\)"),
     (dict(method="adam"), ValueError, "unknown method 'adam'"),
     (dict(method="R-ProxSPB"), ValueError, "unknown method"),
-    (dict(budget=0), ValueError, "budget must be a number > 0"),
+    (dict(passes=0, method="r_prox_sgd"), ValueError, "passes must be a number > 0"),
     (dict(batch_fraction=1.5), ValueError, r"batch_fraction must be in \(0, 1\]"),
     (dict(q=1), ValueError, "q must be an int >= 2"),
     (dict(q=2.5), TypeError, "q must be an int"),
-    (dict(eta=-1.0), ValueError, "eta must be a number > 0"),
-    (dict(step_scale=0.0), ValueError, "step_scale must be a number > 0"),
-    (dict(magnitude=-1.0), ValueError, "magnitude must be a number > 0"),
-    (dict(key=3), TypeError, "key must be a PRNG key"),
-    (dict(seed=1.5), TypeError, "seed must be an int"),
+    (dict(eta=-1.0, method="r_subgrad"), ValueError, "eta must be a number > 0"),
+    (dict(step_scale=0.0, method="r_subgrad"), ValueError, "step_scale must be a number > 0"),
+    (dict(magnitude=-1.0, method="r_subgrad"), ValueError, "magnitude must be a number > 0"),
+    (dict(seed=np.zeros(3)), TypeError, "seed must be a PRNG key"),
+    (dict(seed=1.5), TypeError, "seed must be an int or a JAX PRNG key"),
 ])
 def test_bad_inputs_raise_named_errors(kwargs, error, match):
     args = dict(M=_M, mask=_MASK, rank=2) | kwargs
     M, mask, rank = args.pop("M"), args.pop("mask"), args.pop("rank")
     if error is None:  # lists are array-likes
-        assert robust_matrix_completion(M, mask, rank, budget=1).low_rank.shape == (3, 2)
+        assert robust_matrix_completion(M, mask, rank, passes=1, throw=False
+                                        ).low_rank.shape == (3, 2)
         return
     with pytest.raises(error, match=match):
         robust_matrix_completion(M, mask, rank, **args)
@@ -315,7 +330,7 @@ def test_defaults_on_the_whole_video_match_the_experiment(method):
         assert tuned["F"] < at_default["grid_F"][k] < 1.1 * tuned["F"]
     _, _, _, median, _, mask, observed, _ = _rmc.video_problem(cfg, 0)
     res = robust_matrix_completion(observed, mask, cfg.rank, method=method,
-                                   key=jax.random.key(1))
+                                   seed=jax.random.key(1), mu=cfg.reg_weight)
     assert float(res.objective) == pytest.approx(at_default["grid_F"][k], rel=1e-2)
     assert _rmc.relative_error(res.low_rank, median) == pytest.approx(
         at_default["grid_error"][k], rel=1e-2)
@@ -324,8 +339,10 @@ def test_defaults_on_the_whole_video_match_the_experiment(method):
 def test_a_subnormal_gamma_is_a_gamma():
     """gamma = 1e-39 rounds to a subnormal float32, not to 0: accepted, as gamma = 0 is."""
     low, m, mask = _small(4)
-    tiny = robust_matrix_completion(m, mask, 1, gamma=1e-39, dtype=np.float32, budget=2)
-    zero = robust_matrix_completion(m, mask, 1, gamma=0.0, dtype=np.float32, budget=2)
+    tiny = robust_matrix_completion(m, mask, 1, mu=1e-39, dtype=np.float32, passes=2,
+                                    method="r_prox_spb")
+    zero = robust_matrix_completion(m, mask, 1, mu=0.0, dtype=np.float32, passes=2,
+                                    method="r_prox_spb")
     np.testing.assert_allclose(np.asarray(tiny.low_rank), np.asarray(zero.low_rank), atol=1e-6)
 
 
@@ -335,8 +352,151 @@ def test_far_scales_in_float64_are_the_same_problem(scale):
     U's step scale, an error there) with gamma in M's units is the same problem in float64:
     the same iterates up to rounding, scaled."""
     low, m, mask = _small(3)
-    ref = robust_matrix_completion(m, mask, 1, gamma=0.03, dtype=np.float64, budget=3)
-    got = robust_matrix_completion(m * scale, mask, 1, gamma=0.03 * scale, dtype=np.float64,
-                                   budget=3)
+    ref = robust_matrix_completion(m, mask, 1, mu=0.03, dtype=np.float64, passes=3,
+                                   method="r_prox_spb")
+    got = robust_matrix_completion(m * scale, mask, 1, mu=0.03 * scale, dtype=np.float64,
+                                   passes=3, method="r_prox_spb")
     np.testing.assert_allclose(np.asarray(got.low_rank) / scale, np.asarray(ref.low_rank),
                                rtol=1e-6, atol=1e-9)
+
+
+# ------------------------------------------------ the default solver ("alternating")
+
+
+def _planted(m=120, n=80, r=3, frac=0.05, size=10.0, seen=0.7, seed=0, scale=1.0):
+    """(M, mask, L, S): Gaussian rank-r L, outliers of ``size`` x median |L| (times a
+    uniform factor in [0.5, 1.5], random signs) on ``frac`` of the entries."""
+    rng = np.random.default_rng(seed)
+    low = scale * rng.standard_normal((m, r)) @ rng.standard_normal((r, n))
+    med = np.median(np.abs(low))
+    out = ((rng.random((m, n)) < frac) * size * med * (0.5 + rng.random((m, n)))
+           * rng.choice([-1.0, 1.0], (m, n)))
+    return low + out, rng.random((m, n)) < seen, low, out
+
+
+def test_default_recovers_a_planted_problem_and_its_outliers():
+    """Well-separated outliers: L recovered to 1e-4 and the outlier support on Omega found
+    exactly (measured: error 3e-6 in 140 steps)."""
+    M, mask, low, out = _planted()
+    res = robust_matrix_completion(M, mask, 3)
+    assert res.converged and not res.failed and res.method == "alternating"
+    assert np.linalg.norm(res.low_rank - low) / np.linalg.norm(low) < 1e-4
+    found = np.asarray(res.outliers) != 0
+    assert np.array_equal(found, (out != 0) & mask)
+    assert np.allclose(np.asarray(res.outliers)[found], out[found], rtol=1e-3)
+    # the result's invariants: U orthonormal, L = U V, F as problems.rmc_objective computes it
+    assert float(jnp.linalg.norm(mm(res.U.T, res.U) - jnp.eye(3))) < 1e-12
+    np.testing.assert_allclose(res.low_rank, mm(res.U, res.V), atol=1e-12)
+    assert float(res.objective) == pytest.approx(float(problems.rmc_objective(
+        {"U": res.U, "S": res.S}, res.problem, res.mu)), rel=1e-9)
+    assert float(res.objective) < float(res.initial_objective)
+    assert res.mu < 1e-3 * np.median(np.abs(M[mask]))  # the continuation went down
+
+
+@pytest.mark.parametrize("dtype, tol", [(np.float32, 1e-3), (np.float64, 1e-4)])
+def test_default_recovers_nonnegative_ill_conditioned_data(dtype, tol):
+    """Entries in [0, 1] (uniform factors: sigma_1 / sigma_2 about 8), 3x outliers: a
+    gradient step's rate depends on that ratio, the Newton step's does not."""
+    rng = np.random.default_rng(1)
+    low = rng.random((150, 2)) @ rng.random((2, 90)) / 2
+    out = (rng.random(low.shape) < 0.05) * 3 * np.median(low)
+    mask = rng.random(low.shape) < 0.8
+    res = robust_matrix_completion((low + out).astype(dtype), mask, 2)
+    assert res.converged and res.low_rank.dtype == dtype
+    assert np.linalg.norm(np.asarray(res.low_rank, np.float64) - low) / np.linalg.norm(low) < tol
+
+
+def test_default_is_scale_invariant():
+    """M times c scales L, S and mu by c, and F by c^2; U and the steps are the same."""
+    M, mask, _, _ = _planted(seed=2)
+    c = 2.0**20
+    a = robust_matrix_completion(M, mask, 3)
+    b = robust_matrix_completion(M * c, mask, 3)
+    assert a.steps == b.steps and b.mu == pytest.approx(a.mu * c, rel=1e-9)
+    np.testing.assert_allclose(np.asarray(b.low_rank) / c, a.low_rank, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(np.asarray(b.outliers) / c, a.outliers, rtol=0, atol=1e-9)
+    assert float(b.objective) / c**2 == pytest.approx(float(a.objective), rel=1e-9)
+
+
+def test_stopping_rule_reports_not_converged():
+    """Too small a budget: converged False with the measure, a RuntimeWarning under
+    throw=True, silence under throw=False; a given mu is kept."""
+    M, mask, _, _ = _planted(seed=3)
+    with pytest.warns(RuntimeWarning, match="did not converge in 10 steps"):
+        res = robust_matrix_completion(M, mask, 3, passes=10)
+    assert not res.converged and not res.failed and res.steps == 10 and res.change > 1e-4
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        quiet = robust_matrix_completion(M, mask, 3, passes=10, throw=False)
+        fixed = robust_matrix_completion(M, mask, 3, mu=0.5)
+    np.testing.assert_array_equal(quiet.low_rank, res.low_rank)
+    assert fixed.converged and fixed.mu == 0.5
+
+
+def test_small_magnitude_data_with_large_outliers_converges():
+    """A low-rank part of magnitude 1e-3 with 5-10x outliers (where the paper's methods at
+    a long budget took steps too large for the data): the default converges."""
+    M, mask, low, _ = _planted(m=200, n=150, r=3, frac=0.1, size=7.5, seen=0.5, scale=1e-3)
+    res = robust_matrix_completion(M, mask, 3)
+    assert res.converged
+    assert np.linalg.norm(res.low_rank - low) / np.linalg.norm(low) < 1e-4
+
+
+def test_the_safeguard_cuts_a_step_that_raises_f():
+    """The decrease test: a chunk run at t = 1 from a start that the Newton step overshoots
+    is undone; the driver halves t and F never rises between accepted chunks."""
+    from rproxjax._tasks import rmc_alternating as alt
+    M, mask, _, _ = _planted(seed=4)
+    d = alt.Observed(jnp.asarray(mask, float), jnp.asarray(np.where(mask, M, 0.0)),
+                     jnp.asarray(1e-6))
+    seen = []
+    out = alt.solve(d, jax.random.key(0), rank=3, count=int(mask.sum()), mu=1.0, floor=0.0,
+                    tol=1e-6, max_steps=60,
+                    report=lambda steps, change, mu, f: seen.append(f))
+    assert not out.failed and np.all(np.diff(seen) <= 1e-9 * abs(seen[0]))
+    # a step factor far too large: every chunk raises F, the safeguard cuts it back
+    first = alt.start(d, jax.random.key(0), rank=3, count=int(mask.sum()))
+    big = alt.run_chunk(first.u, first.s, jnp.asarray(1.0), jnp.asarray(50.0), d,
+                        steps=alt.CHUNK, count=int(mask.sum()))
+    f0 = float(first.fit) + float(first.l1)
+    assert not (float(big.fit) + float(big.l1) <= f0)
+
+
+def test_alternating_compiles_three_programs_once():
+    """start, chunk and finish compile on the first call; new values of the same shape
+    compile nothing."""
+    M, mask, _, _ = _planted(m=37, n=29, r=2, seed=5)
+    count = [0]
+
+    def listener(event, duration, **kwargs):
+        count[0] += event.endswith("backend_compile_duration")
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        robust_matrix_completion(M, mask, 2, throw=False)
+        first = count[0]
+        robust_matrix_completion(M * 3 + 1, mask, 2, throw=False, seed=4)
+        assert count[0] == first
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+    assert 1 <= first <= 8  # the task's three programs and the transfers' own
+
+
+def test_renamed_arguments_warn_and_work():
+    M, mask, _, _ = _planted(seed=6)
+    new = robust_matrix_completion(M, mask, 3, mu=0.3, method="r_prox_sgd", passes=2, seed=1)
+    with pytest.warns(DeprecationWarning, match=r"gamma=\) is deprecated .* use mu="):
+        old = robust_matrix_completion(M, mask, 3, gamma=0.3, method="r_prox_sgd", passes=2,
+                                       seed=1)
+    np.testing.assert_array_equal(old.low_rank, new.low_rank)
+    with pytest.warns(DeprecationWarning, match=r"budget=\) is deprecated .* use passes="):
+        old = robust_matrix_completion(M, mask, 3, mu=0.3, method="r_prox_sgd", budget=2,
+                                       seed=1)
+    np.testing.assert_array_equal(old.low_rank, new.low_rank)
+    with pytest.warns(DeprecationWarning, match=r"key=\) is deprecated .* use seed="):
+        old = robust_matrix_completion(M, mask, 3, mu=0.3, method="r_prox_sgd", passes=2,
+                                       key=jax.random.key(1))
+    np.testing.assert_array_equal(old.low_rank, new.low_rank)
+    with pytest.warns(DeprecationWarning, match="RMCResult.gamma is deprecated"):
+        assert new.gamma == new.mu == 0.3
+    assert "converged=" in repr(new) and "\n" not in repr(new)

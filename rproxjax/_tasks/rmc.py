@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
+import warnings
 from typing import NamedTuple
 
 import jax
@@ -25,6 +27,7 @@ from rproxjax._regularizers import l1
 from rproxjax._run import compile as _compile
 from rproxjax._run.fit import FitResult, pure_fit
 from rproxjax._run.monitor import Relay, check_progress
+from rproxjax._tasks import rmc_alternating as _alt
 from rproxjax._typing import Array, ArrayLike, DTypeLike, PRNGKey
 
 __all__ = ["DEFAULT_STEPS", "REFERENCE_MAGNITUDE", "RMCResult", "robust_matrix_completion"]
@@ -50,7 +53,16 @@ DEFAULT_STEPS = {
 #: [0, 1]; its median observed entry is 114 / 255 = 0.447 on every seed of the experiment).
 REFERENCE_MAGNITUDE = 0.45
 
-_METHODS = tuple(DEFAULT_STEPS)
+_METHODS = ("alternating", *DEFAULT_STEPS)
+
+#: lambda by method: small for the default solver (it only regularizes V where a column is
+#: seen fewer than r times, and any larger value pulls U V towards 0 off Omega); the
+#: paper's video experiment's 1e-3 for the paper's methods, whose steps were chosen with it.
+DEFAULT_LAM = {"alternating": 1e-6, **dict.fromkeys(DEFAULT_STEPS, 1e-3)}
+
+#: The stopping rule's default tolerance and the default maximum passes per method.
+DEFAULT_TOL = 1e-4
+DEFAULT_PASSES = {"alternating": 300, **dict.fromkeys(DEFAULT_STEPS, 4.0)}
 
 
 class RMCResult(NamedTuple):
@@ -63,19 +75,29 @@ class RMCResult(NamedTuple):
       V: r x n, V_{U,S}, the closed-form minimizer for the final U and S.
       S: the outliers per observed entry (length |Omega|, in the row-major order of
         ``np.nonzero(mask)``; ``problem.rows`` / ``problem.cols`` hold their indices).
-      objective: F(U, S) = f(U, S) + gamma ||P_Omega(S)||_1 at the end
+      objective: F(U, S) = f(U, S) + mu ||P_Omega(S)||_1 at the end, at the final mu
         (:func:`rproxjax.problems.rmc_objective`).
-      initial_objective: F at the start (U from the SVD, S = 0).
-      history: the run's :class:`rproxjax.FitResult`. ``epoch_loss`` against ``epoch_ifo``
-        is the curve, at the start and after each epoch (R-ProxSGD, R-Subgrad: one epoch per
-        pass over Omega; R-ProxSPB: one epoch for the whole run; ``record_loss=True`` adds
-        ``history.loss`` after every step). It is the runner's objective, F less
-        lambda/2 ||V_{U,S}||_F^2 (the stochastic losses hold V fixed). ``epoch_time`` is NaN
-        (the run is one compiled program).
-      method, eta, step_scale: the method and the steps it ran with (the defaults resolved).
-      u_step_scale: the factor (0.45 / magnitude)^2 on U's step.
-      magnitude: the data magnitude a of the step rule.
-      gamma, lam, rank: the model's parameters.
+      initial_objective: F at the start, at the starting mu.
+      converged: whether the stopping rule was met ("alternating": U V's relative change
+        in a step at most ``tol`` with mu settled); the paper's methods run a fixed budget
+        and report False.
+      failed: whether the run failed: a non-finite value, or ("alternating") the safeguard
+        cut the step :data:`rproxjax._tasks.rmc_alternating.MAX_CUTS` times; the paper's
+        methods: the run halted or ended with F above its start.
+      change: the stopping measure at the end (NaN for the paper's methods).
+      steps: the steps taken ("alternating"; the optimizer's steps otherwise).
+      history: the paper's methods' :class:`rproxjax.FitResult` (None for "alternating").
+        ``epoch_loss`` against ``epoch_ifo`` is the curve, at the start and after each
+        epoch (R-ProxSGD, R-Subgrad: one epoch per pass over Omega; R-ProxSPB: one epoch for
+        the whole run; ``record_loss=True`` adds ``history.loss`` after every step). It is
+        the runner's objective, F less lambda/2 ||V_{U,S}||_F^2 (the stochastic losses hold
+        V fixed). ``epoch_time`` is NaN (the run is one compiled program).
+      method: the method.
+      eta, step_scale, u_step_scale, magnitude: the paper's methods' steps (the defaults
+        resolved), U's factor (0.45 / magnitude)^2 and the data magnitude of that rule;
+        for "alternating", which has no step size, ``eta`` is the safeguard's final step
+        factor t (1 unless it cut the step) and the others are None.
+      mu, lam, rank: the model's parameters (mu at the end).
       problem: the :class:`rproxjax.problems.RMCProblem` that was solved.
     """
 
@@ -86,16 +108,33 @@ class RMCResult(NamedTuple):
     S: Array
     objective: Array
     initial_objective: Array
-    history: FitResult
+    converged: bool
+    failed: bool
+    change: float
+    steps: int
+    history: FitResult | None
     method: str
     eta: float
-    step_scale: float
-    u_step_scale: float
-    magnitude: float
-    gamma: float
+    step_scale: float | None
+    u_step_scale: float | None
+    magnitude: float | None
+    mu: float
     lam: float
     rank: int
     problem: problems.RMCProblem
+
+    @property
+    def gamma(self) -> float:
+        """The former name of :attr:`mu` (deprecated)."""
+        warnings.warn("RMCResult.gamma is deprecated and will be removed in rproxjax 0.5: "
+                      "use .mu instead.", DeprecationWarning, stacklevel=2)
+        return self.mu
+
+    def __repr__(self) -> str:
+        m, n = self.low_rank.shape
+        return (f"RMCResult({m} x {n}, rank={self.rank}, method={self.method!r}, "
+                f"objective={float(self.objective):.6g}, mu={self.mu:.3g}, "
+                f"converged={self.converged}, steps={self.steps})")
 
 
 def _number(name: str, value, *, low=None, high=None, low_open=False, high_open=False,
@@ -162,15 +201,15 @@ def _observed(matrix, obs, given):
     return values, given[obs]
 
 
-def _run_key(key, seed):
-    """``key``, or ``jax.random.key(seed)`` when it is None; checked."""
-    if key is None:
-        seed_int = _checks.index_or_none(seed)
-        if seed_int is None:
-            raise TypeError(f"seed must be an int, got {seed!r}.")
-        key = jax.random.key(seed_int)
-    _checks.check_key("key", key)
-    return key
+def _run_key(seed):
+    """``seed`` as a JAX PRNG key: ``jax.random.key(seed)`` for an int, a key as it is."""
+    seed_int = _checks.index_or_none(seed)
+    if seed_int is not None:
+        return jax.random.key(seed_int)
+    if getattr(seed, "dtype", None) is None:
+        raise TypeError(f"seed must be an int or a JAX PRNG key, got {seed!r}.")
+    _checks.check_key("seed", seed)
+    return seed
 
 
 def _mask(mask, shape):
@@ -301,48 +340,59 @@ def _solve(eta, scale, u_scale, gamma, rows, cols, values, lam, u0, key, *, meth
             problems.rmc_objective(params, prob, gamma))
 
 
-def robust_matrix_completion(M: ArrayLike, mask: ArrayLike, rank: int, *, gamma: float = 0.03,
-                             lam: float = 1e-3, method: str = "r_prox_spb", budget: float = 4.0,
-                             batch_fraction: float = 0.1, q: int = 5, eta: float | None = None,
-                             step_scale: float | None = None, magnitude: float | None = None,
-                             key: PRNGKey | None = None, seed: int = 0,
+def robust_matrix_completion(M: ArrayLike, mask: ArrayLike, rank: int, *,
+                             mu: float | None = None, lam: float | None = None,
+                             method: str = "alternating", passes: float | None = None,
+                             tol: float = DEFAULT_TOL, batch_fraction: float = 0.1, q: int = 5,
+                             eta: float | None = None, step_scale: float | None = None,
+                             magnitude: float | None = None, seed: int | PRNGKey = 0,
                              dtype: DTypeLike | None = None, record_loss: bool = False,
-                             throw: bool = True, progress: bool = False) -> RMCResult:
+                             throw: bool = True, progress: bool = False,
+                             **deprecated) -> RMCResult:
     r"""Robust low-rank matrix completion: a low-rank L = U V plus sparse outliers S fitting the
-    observed entries of M (the paper's model, solved by its stochastic proximal methods).
+    observed entries of M (the paper's model).
 
     With Omega the observed entries (``mask``), U on the Grassmann manifold Gr(m, r) and S
     one value per observed entry, it minimizes
 
     .. math::
-        F(U, S) = f(U, S) + \gamma \|P_\Omega(S)\|_1,\qquad
+        F(U, S) = f(U, S) + \mu \|P_\Omega(S)\|_1,\qquad
         f(U, S) = \min_V \tfrac12 \|P_\Omega(U V - M + S)\|^2 + \tfrac\lambda2 \|V\|^2
                   - \tfrac\lambda2 \|P_\Omega(U V)\|^2,
 
     V = V_{U,S} (r x n) eliminated in closed form column by column
-    (:func:`rproxjax.problems.rmc_v`): lambda weighs the unobserved entries of U V. Start: U
-    the top-``rank`` left singular vectors of the zero-filled observations, S = 0. Then
-    ``budget`` |Omega| stochastic gradients (IFOs) of ``method`` with minibatches of
-    ``batch_fraction`` |Omega| observed entries, as in the paper's video experiment
-    (``rproxjax.experiments``, "rmc-video"), all in one compiled program; every product at
-    full precision. The computation runs in M's floating dtype (or ``dtype``); float64 needs
-    ``jax_enable_x64``, which this function never sets.
+    (:func:`rproxjax.problems.rmc_v`): lambda weighs the unobserved entries of U V. For a
+    fixed L, the best S is the soft-thresholding of the residual at mu: the fit is Huber's
+    loss of M - L with threshold mu. Every product runs at full precision, in M's floating
+    dtype (or ``dtype``); float64 needs ``jax_enable_x64``, which this function never sets.
 
-    Steps. ``eta`` is the step in units of 1 / |Omega| (the proximal step is 1 / |Omega|;
-    R-ProxSGD and R-Subgrad decay it as eta / sqrt(t + 1)) and ``step_scale`` the S block's
-    step relative to U's, in units of |Omega|: the units of the experiment, whose
-    ``method_setup`` the same numbers reproduce exactly when ``magnitude=0.45``. Default rule:
-    the point the experiment chose for ``method`` on the shipped video
-    (:data:`DEFAULT_STEPS`: eta 0.5, S scale 0.3 for R-ProxSPB; 1.0 and 0.3 for R-ProxSGD and
-    R-Subgrad; points of its step grid, see there), with U's step
-    multiplied by ``u_step_scale`` = (a_0 / a)^2, a the data's magnitude (default the median
-    observed |M_ij|, robust to outliers) and a_0 = :data:`REFERENCE_MAGNITUDE` = 0.45 the
-    video's. U's curvature grows with the square of the entries and S's does not, so scaling
-    M and gamma by c gives the same U and S, V, L scaled by c: the defaults do not depend on
-    the units of M. On the video (a = 0.447) the factor is 1.013; measured there (seed 0,
-    4 |Omega|), F and the background error are within 0.1% of the tuned run. No step search
-    runs: the experiment's 20-point grid as one vmapped program took 31 s on the whole video
-    against 3 to 7 s for the run (2 CPU cores), for a gain below 0.1% at the tuned point.
+    Default (``method="alternating"``): no step size. Each step sets S to its exact
+    minimizer (the proximal step at S's curvature), V to its closed form, and moves U by the
+    row-wise Newton step at fixed V projected on the Grassmann manifold (a preconditioned
+    Riemannian gradient step: alternating minimization); compiled chunks of 10 steps run
+    until U V's relative change on Omega in a step is at most ``tol`` with mu settled, or
+    ``passes`` steps (rounded up to whole chunks) are spent. A safeguard undoes a chunk that
+    raised F (at a fixed mu) and halves the step. Start: the entries far from the bulk
+    (robust z-score above 3) set aside as outliers, U the top-``rank`` left singular vectors
+    of the others, zero-filled. ``mu=None`` reads the outlier weight off the residuals:
+    Huber's threshold 1.345 sigma, sigma = 1.4826 median |M - U V| over Omega (the MAD
+    scale), re-estimated after each chunk, never raised and falling at most by half a chunk,
+    down to the noise level (or to ``max(100 lam, sqrt(eps))`` times the median observed
+    |M_ij| on exactly low-rank data). Scaling M by c scales L, S and mu by c and changes
+    nothing else.
+
+    The paper's methods (``method="r_prox_spb"``, ``"r_prox_sgd"``, ``"r_subgrad"``) run a
+    fixed budget of ``passes`` |Omega| stochastic gradients with minibatches of
+    ``batch_fraction`` |Omega| entries, as in its video experiment (``rproxjax.experiments``,
+    "rmc-video"), in one compiled program. ``mu=None`` there is the rule above at the start,
+    held fixed. ``eta`` is the step in units of 1 / |Omega| (the proximal step is
+    1 / |Omega|; R-ProxSGD and R-Subgrad decay it as eta / sqrt(t + 1)) and ``step_scale``
+    the S block's step relative to U's, in units of |Omega|. Default: the points the
+    experiment chose on the shipped video (:data:`DEFAULT_STEPS`), with U's step multiplied
+    by (0.45 / a)^2, a the data's magnitude (the median observed |M_ij|, or ``magnitude``).
+    Each step of these methods computes V_{U,S} over all of Omega, so a stochastic step
+    costs about as much as a full one here: the default solver reaches a far lower F in
+    the same time.
 
     Args:
       M: m x n array-like (NumPy or JAX) of floats; integers are converted to JAX's default
@@ -350,111 +400,200 @@ def robust_matrix_completion(M: ArrayLike, mask: ArrayLike, rank: int, *, gamma:
         others may be NaN).
       mask: m x n boolean array-like (or 0/1 numbers), True on the observed entries Omega.
       rank: r, an int with 1 <= r < min(m, n).
-      gamma: the l1 weight of the outliers (>= 0), in the units of M: 0.03 suits entries
-        in [0, 1] such as pixel intensities (the experiment's choice on the video; scale it
-        with your data, e.g. 0.03 * 255 for 0-255 pixels). Larger: fewer, larger outliers.
-      lam: lambda in (0, 1), the weight of the unobserved entries' fit.
-      method: "r_prox_spb" (R-ProxSPB, the paper's Algorithm 2, |S1| = |Omega| every ``q``
-        steps; the default), "r_prox_sgd" (R-ProxSGD, Algorithm 1) or "r_subgrad" (the
-        Riemannian subgradient baseline). Neither proximal method wins everywhere: on the
-        whole video at the default budget R-ProxSGD reached F = 1969 and a background
-        error of 0.056 against 2678 and 0.068 for R-ProxSPB, while on a planted 100 x 60
-        problem R-ProxSPB recovered L better (0.16 against 0.19).
-      budget: stochastic gradients in units of |Omega| (> 0): R-ProxSGD and R-Subgrad run
-        round(budget) passes, R-ProxSPB whole blocks whose |S2| is set to spend the budget
-        exactly (:func:`spb_blocks`: 12.5% of |Omega| at the defaults, two blocks of 2).
-      batch_fraction: minibatch size / |Omega|, in (0, 1] (R-ProxSPB: |S2| at least this).
+      mu: the l1 weight of the outliers (>= 0, in the units of M): the residual beyond which
+        an entry counts as an outlier. ``None``: read off the residuals (above).
+      lam: lambda in (0, 1), the weight of the unobserved entries' fit; ``None``: 1e-6 for
+        "alternating", the experiment's 1e-3 for the paper's methods (:data:`DEFAULT_LAM`).
+      method: "alternating" (the default), "r_prox_spb" (R-ProxSPB, the paper's Algorithm
+        2, |S1| = |Omega| every ``q`` steps), "r_prox_sgd" (R-ProxSGD, Algorithm 1) or
+        "r_subgrad" (the Riemannian subgradient baseline).
+      passes: "alternating": the most steps (each reads Omega about three times; default
+        300); the paper's methods: the budget in units of |Omega| stochastic gradients
+        (default 4; R-ProxSGD and R-Subgrad run round(passes) passes, R-ProxSPB whole
+        blocks whose |S2| is set to spend it exactly, :func:`spb_blocks`).
+      tol: "alternating"'s stopping tolerance on U V's relative change in a step (> 0).
+      batch_fraction: the paper's methods' minibatch size / |Omega|, in (0, 1].
       q: R-ProxSPB's refresh period (an int >= 2).
-      eta, step_scale: the steps (> 0; see above); ``None`` for the method's defaults.
-      magnitude: the data magnitude a of the step rule (> 0); ``None``: the median observed
-        |M_ij| (their RMS if that is 0). 0.45 runs U at the experiment's steps as given.
-      key: a JAX PRNG key for the minibatches; default ``jax.random.key(seed)``.
-      seed: the seed of the default key.
+      eta, step_scale: the paper's methods' steps (> 0; see above); ``None``: defaults.
+      magnitude: the data magnitude a of the paper's methods' step rule (> 0); ``None``:
+        the median observed |M_ij| (their RMS if that is 0).
+      seed: an int, or a JAX PRNG key: the start's random projection and the minibatches.
       dtype: float32 or float64 to compute in instead of M's dtype.
-      record_loss: also record F after every step (``history.history.loss``; one more pass
-        over Omega per step).
-      throw: raise a RuntimeError (the result as ``err.result``) when the run failed: it
-        halted (a non-finite gradient or objective) or ended with F above its start, the mark
-        of a step too large for the data. ``False`` returns the result as it is.
-      progress: a progress bar over the run's epochs on stderr when it is a terminal (as in
-        :func:`rproxjax.fit`; the compiled run then reports each epoch through
-        ``jax.debug.callback``: one more compilation the first time).
+      record_loss: the paper's methods: also record F after every step
+        (``history.history.loss``; one more pass over Omega per step).
+      throw: raise a RuntimeError (the result as ``err.result``) when the run failed
+        (non-finite values; "alternating": the safeguard cut the step 10 times; the paper's
+        methods: the run halted or ended with F above its start), and warn
+        (``RuntimeWarning``) when "alternating" did not converge within ``passes``.
+        ``False``: neither; read ``converged`` and ``objective``.
+      progress: report the run on stderr: "alternating" a line per chunk, the paper's
+        methods a progress bar over their epochs (as in :func:`rproxjax.fit`).
+      **deprecated: ``gamma`` (now ``mu``), ``budget`` (now ``passes``) and ``key`` (now
+        ``seed``), with a DeprecationWarning, until rproxjax 0.5.
 
     Returns:
       An :class:`RMCResult`: ``low_rank`` (U V), ``outliers`` (S on Omega, 0 elsewhere),
-      ``U``, ``V``, ``S`` (per observed entry), ``objective`` (final F),
-      ``initial_objective``, ``history`` (the
-      run's :class:`rproxjax.FitResult`), ``method``, ``eta``, ``step_scale``, ``gamma``,
-      ``lam``, ``rank``, ``problem``.
+      ``U``, ``V``, ``S`` (per observed entry), ``objective``, ``converged``, ``change``,
+      ``steps``, ``mu`` and the settings used.
 
     Raises:
       TypeError: M or mask is not an array of numbers (mask: not boolean or 0/1), a
-        parameter is not a number, ``dtype`` is not float32/float64, ``key`` is not a key.
+        parameter is not a number, ``dtype`` is not float32/float64, ``seed`` is neither
+        an int nor a key, an unknown keyword.
       ValueError: M or mask is not 2-D, their shapes differ, an observed entry is NaN or
-        infinite, the mask is empty, ``rank`` is not an int in [1, min(m, n)), gamma < 0,
-        lam is not in (0, 1), the method is unknown, a budget, batch fraction, q or step
-        is out of range, or M's magnitude (outside [3e-16, 6e15] in float32, [1e-146,
-        2e146] in float64), an entry, a step size, scale, gamma or lam is out of the
-        dtype's range.
+        infinite, the mask is empty, ``rank`` is not an int in [1, min(m, n)), mu < 0,
+        lam is not in (0, 1), the method is unknown, passes, tol, a batch fraction, q or
+        a step is out of range, or M's magnitude (outside [3e-16, 6e15] in float32, [1e-146,
+        2e146] in float64), an entry, a step size, scale, mu or lam is out of the dtype's
+        range.
       RuntimeError: ``throw=True`` and the run failed (see ``throw``).
 
     Example:
         >>> import numpy as np
         >>> from rproxjax import robust_matrix_completion
         >>> rng = np.random.default_rng(0)
-        >>> low = rng.random((30, 1)) @ rng.random((1, 20))        # rank 1, in [0, 1]
-        >>> spikes = (rng.random((30, 20)) < 0.05) * 0.8           # sparse outliers
-        >>> mask = rng.random((30, 20)) < 0.6                      # 60% observed
-        >>> res = robust_matrix_completion(np.float32(low + spikes), mask, rank=1, budget=100)
-        >>> res.low_rank.shape, res.low_rank.dtype, res.method
-        ((30, 20), dtype('float32'), 'r_prox_spb')
-        >>> bool(np.linalg.norm(res.low_rank - low) < 0.05 * np.linalg.norm(low))
+        >>> low = rng.standard_normal((60, 2)) @ rng.standard_normal((2, 40))  # rank 2
+        >>> spikes = (rng.random((60, 40)) < 0.05) * 10.0                   # outliers
+        >>> mask = rng.random((60, 40)) < 0.6                               # 60% observed
+        >>> res = robust_matrix_completion(np.float32(low + spikes), mask, rank=2)
+        >>> res.converged, res.low_rank.shape, res.low_rank.dtype
+        (True, (60, 40), dtype('float32'))
+        >>> bool(np.linalg.norm(res.low_rank - low) < 1e-3 * np.linalg.norm(low))
         True
         >>> bool(np.all(res.outliers[~mask] == 0))
         True
     """
+    mu, passes, seed = _renamed(deprecated, mu, passes, seed)
     matrix, given = _matrix(M, dtype)
     obs = _mask(mask, matrix.shape)
     m, n = matrix.shape
     r = _rank(rank, matrix.shape)
-    gamma = _number("gamma", gamma, low=0.0, what="a finite number >= 0")
-    lam = _number("lam", lam, low=0.0, high=1.0, low_open=True, high_open=True,
-                  what="in (0, 1)")
     if not isinstance(method, str) or method not in _METHODS:
         raise ValueError(f"unknown method {method!r}; choose from {_METHODS}.")
-    budget = _number("budget", budget, low=0.0, low_open=True, what="a number > 0")
+    mu = None if mu is None else _number("mu", mu, low=0.0, what="a finite number >= 0")
+    lam = DEFAULT_LAM[method] if lam is None else _number(
+        "lam", lam, low=0.0, high=1.0, low_open=True, high_open=True, what="in (0, 1)")
+    passes = DEFAULT_PASSES[method] if passes is None else _number(
+        "passes", passes, low=0.0, low_open=True, what="a number > 0")
+    tol = _number("tol", tol, low=0.0, low_open=True, what="a number > 0")
     batch_fraction = _number("batch_fraction", batch_fraction, low=0.0, high=1.0,
                              low_open=True, what="in (0, 1]")
     q_int = _refresh_period(q)
     values, given_values = _observed(matrix, obs, given)
-    key = _run_key(key, seed)
-
-    _check_magnitude(matrix.dtype, _magnitude(given_values))  # before the cast's rounding
-    magnitude_given = magnitude is not None
-    magnitude, u_scale, eta, step_scale = _step_rule(method, values, magnitude, eta,
-                                                     step_scale)
-    prob = problems.rmc_problem(matrix, obs, lam=lam)
-    nnz = int(values.size)
-    u0 = _initial_u(matrix, obs, r)
-    wdt = matrix.dtype
-    u_name = "U's step scale (0.45 / magnitude)^2"
-    _check_range(wdt, {"eta": eta, "step_scale x |Omega|": step_scale * nnz, u_name: u_scale,
-                       "gamma": gamma, "lam": lam},
-                 in_m_units=("gamma",) if magnitude_given else (u_name, "gamma"))
+    key = _run_key(seed)
     check_progress(progress)
-    with _RELAY.watch(nnz, bool(progress)):
-        host = functools.partial(_checks.as_dtype, dtype=wdt)  # transfers: compile nothing
-        res, v, low_rank, outliers, objective, objective0 = _solve(
-            host(eta), host(step_scale * nnz), host(u_scale), host(gamma),
-            prob.rows, prob.cols, prob.values, prob.lam, host(u0), key,
-            method=method, m=m, n=n, budget=budget, batch_fraction=batch_fraction, q=q_int,
-            record_loss=bool(record_loss), progress=bool(progress))
-    result = RMCResult(low_rank, outliers, res.params["U"], v, res.params["S"], objective,
-                       objective0, res, method, float(eta), float(step_scale), u_scale,
-                       magnitude, gamma, lam, r, prob)
+    a = _magnitude(given_values)
+    _check_magnitude(matrix.dtype, a)  # before the cast's rounding
+    if method == "alternating":
+        _refuse_step_options(eta=eta, step_scale=step_scale, magnitude=magnitude,
+                             record_loss=record_loss or None)
+        result = _alternating(matrix, obs, r, mu=mu, lam=lam, passes=passes, tol=tol,
+                              key=key, magnitude=a, progress=bool(progress))
+    else:
+        result = _paper_method(matrix, obs, values, r, method=method, mu=mu, lam=lam,
+                               passes=passes, batch_fraction=batch_fraction, q=q_int,
+                               eta=eta, step_scale=step_scale, magnitude=magnitude, key=key,
+                               record_loss=record_loss, progress=bool(progress))
     if throw:
         _raise_if_failed(result)
     return result
+
+
+def _refuse_step_options(**given) -> None:
+    """A ValueError for an option of the paper's methods given to "alternating" (which has
+    no step size and records no curve), where it would be ignored silently."""
+    for name, value in given.items():
+        if value is not None:
+            raise ValueError(f"{name}= applies to the paper's methods (method='r_prox_spb', "
+                             f"'r_prox_sgd' or 'r_subgrad'); the default method "
+                             "'alternating' takes no step size: drop it or choose a method.")
+
+
+def _renamed(given: dict, mu, passes, seed):
+    """(mu, passes, seed) with the former names ``gamma``, ``budget`` and ``key`` taken (a
+    DeprecationWarning each); a TypeError for any other keyword."""
+    unknown = sorted(set(given) - {"gamma", "budget", "key"})
+    if unknown:
+        raise TypeError(f"robust_matrix_completion() got an unexpected keyword argument "
+                        f"{unknown[0]!r}.")
+    out = {"mu": mu, "passes": passes, "seed": seed}
+    for old, new in (("gamma", "mu"), ("budget", "passes"), ("key", "seed")):
+        if old in given:
+            warnings.warn(f"robust_matrix_completion({old}=) is deprecated and will be removed "
+                          f"in rproxjax 0.5: use {new}= instead.", DeprecationWarning,
+                          stacklevel=3)
+            if given[old] is not None:
+                out[new] = given[old]
+    return out["mu"], out["passes"], out["seed"]
+
+
+def _start_mu(matrix, obs, rank, lam, key, dtype) -> float:
+    """The residuals' rule at the start (:mod:`rmc_alternating`), for the paper's methods."""
+    d = _observed_dense(matrix, obs, lam, dtype)
+    first = _alt.start(d, key, rank=rank, count=int(obs.sum()))
+    return _alt.HUBER * float(first.scale)
+
+
+def _observed_dense(matrix, obs, lam, dtype):
+    host = functools.partial(_checks.as_dtype, dtype=dtype)
+    return _alt.Observed(host(obs), host(np.where(obs, matrix, 0)), host(lam))
+
+
+def _alternating(matrix, obs, r, *, mu, lam, passes, tol, key, magnitude, progress):
+    """The default solver (:mod:`rproxjax._tasks.rmc_alternating`) and its result."""
+    wdt = matrix.dtype
+    eps = float(np.finfo(wdt).eps)
+    floor = max(100 * lam, math.sqrt(eps)) * magnitude
+    _check_range(wdt, {"mu": mu or 0.0, "lam": lam, "the floor of mu": floor},
+                 in_m_units=("mu", "the floor of mu"))
+    d = _observed_dense(matrix, obs, lam, wdt)
+    report = _chunk_line if progress else None
+    out = _alt.solve(d, key, rank=r, count=int(obs.sum()), mu=mu, floor=floor, tol=tol,
+                     max_steps=max(1, math.ceil(passes)), report=report)
+    prob = problems.rmc_problem(matrix, obs, lam=lam)
+    v, low_rank, s = _alt.finish(out.u, out.s, d, prob.rows, prob.cols)
+    return RMCResult(low_rank, out.s, out.u, v, s, out.objective, out.initial_objective,
+                     out.converged, out.failed or not np.isfinite(out.objective),
+                     out.change, out.steps, None, "alternating",
+                     out.step_factor, None, None, None, out.mu, lam, r, prob)
+
+
+def _chunk_line(steps: int, change: float, mu: float, objective: float) -> None:
+    print(f"robust_matrix_completion: step {steps}, F {objective:.6g}, mu {mu:.3g}, "
+          f"change {change:.2e}", file=sys.stderr, flush=True)
+
+
+def _paper_method(matrix, obs, values, r, *, method, mu, lam, passes, batch_fraction, q, eta,
+                  step_scale, magnitude, key, record_loss, progress):
+    """One of the paper's methods at a fixed budget, as in the video experiment."""
+    wdt = matrix.dtype
+    magnitude_given = magnitude is not None
+    magnitude, u_scale, eta, step_scale = _step_rule(method, values, magnitude, eta,
+                                                     step_scale)
+    if mu is None:
+        mu = _start_mu(matrix, obs, r, lam, key, wdt)
+    prob = problems.rmc_problem(matrix, obs, lam=lam)
+    nnz = int(values.size)
+    u0 = _initial_u(matrix, obs, r)
+    u_name = "U's step scale (0.45 / magnitude)^2"
+    _check_range(wdt, {"eta": eta, "step_scale x |Omega|": step_scale * nnz, u_name: u_scale,
+                       "mu": mu, "lam": lam},
+                 in_m_units=("mu",) if magnitude_given else (u_name, "mu"))
+    with _RELAY.watch(nnz, progress):
+        host = functools.partial(_checks.as_dtype, dtype=wdt)  # transfers: compile nothing
+        res, v, low_rank, outliers, objective, objective0 = _solve(
+            host(eta), host(step_scale * nnz), host(u_scale), host(mu),
+            prob.rows, prob.cols, prob.values, prob.lam, host(u0), key,
+            method=method, m=matrix.shape[0], n=matrix.shape[1], budget=passes,
+            batch_fraction=batch_fraction, q=q, record_loss=bool(record_loss),
+            progress=progress)
+    halted = np.asarray(res.history.halted)
+    f_end, f_start = float(objective), float(objective0)
+    failed = bool(halted.any()) or not np.isfinite(f_end) or f_end > f_start
+    return RMCResult(low_rank, outliers, res.params["U"], v, res.params["S"], objective,
+                     objective0, False, failed, math.nan, int(halted.shape[0]), res, method,
+                     float(eta),
+                     float(step_scale), u_scale, magnitude, mu, lam, r, prob)
 
 
 def _rank(rank, shape) -> int:
@@ -502,7 +641,22 @@ def _refresh_period(q) -> int:
 
 
 def _raise_if_failed(result: RMCResult) -> None:
-    """``throw=True``: a halted run, or one that ended above its start, is an error."""
+    """``throw=True``: a failed run is an error (the result attached); "alternating"
+    unconverged, a RuntimeWarning."""
+    if result.method == "alternating":
+        if result.failed:
+            f_end = float(result.objective)
+            why = (f"the final objective is {f_end}" if not np.isfinite(f_end) else
+                   f"every step raised F (the step cut to {result.eta:g}), mu {result.mu:.3g}")
+            _raise(result, f"robust_matrix_completion: {why}; M's observed entries may be "
+                   "too far apart for its dtype: compute in float64 (dtype=np.float64), or "
+                   "pass throw=False to get the result anyway.")
+        if not result.converged:
+            warnings.warn(f"robust_matrix_completion did not converge in {result.steps} steps "
+                          f"(U V's last relative change {result.change:.2e} > tol, or mu "
+                          f"{result.mu:.3g} still falling): pass a larger passes=, or "
+                          "throw=False to silence this.", RuntimeWarning, stacklevel=3)
+        return
     hist = result.history
     halted = np.asarray(hist.history.halted)
     f_end, f_start = float(result.objective), float(result.initial_objective)
@@ -515,9 +669,14 @@ def _raise_if_failed(result: RMCResult) -> None:
         why = f"the objective rose from {f_start:.6g} to {f_end:.6g}"
     else:
         return
-    err = RuntimeError(
-        f"robust_matrix_completion ({result.method}, eta {result.eta:g}, step_scale "
-        f"{result.step_scale:g}): {why}; the step is too large for this data: pass a smaller "
-        "eta (or step_scale), or throw=False to get the result anyway.")
+    _raise(result,
+           f"robust_matrix_completion ({result.method}, eta {result.eta:g}, step_scale "
+           f"{result.step_scale:g}): {why}; the step is too large for this data: pass a "
+           "smaller eta (or step_scale), use the default method (method='alternating', "
+           "which needs no step size), or throw=False to get the result anyway.")
+
+
+def _raise(result: RMCResult, message: str) -> None:
+    err = RuntimeError(message)
     err.result = result
     raise err
