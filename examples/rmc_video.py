@@ -23,8 +23,8 @@ from rproxjax.datasets import load_video_frames, video_matrix
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=int, default=100, help="frames to use (<= 795)")
-    parser.add_argument("--method", default="r_prox_spb",
-                        choices=("r_prox_spb", "r_prox_sgd", "r_subgrad"))
+    parser.add_argument("--method", default="alternating",
+                        choices=("alternating", "r_prox_spb", "r_prox_sgd", "r_subgrad"))
     parser.add_argument("--seed", type=int, default=0, help="seed of the mask and the run")
     parser.add_argument("--plot", metavar="PNG", help="save a figure of the middle frame")
     args = parser.parse_args(argv)
@@ -33,15 +33,17 @@ def main(argv=None):
     M, shape = video_matrix(frames)                         # pixels x frames
     mask = np.random.default_rng(args.seed).random(M.shape) < 0.5
     start = time.perf_counter()
-    res = robust_matrix_completion(M, mask, rank=2, method=args.method, seed=args.seed)
+    res = robust_matrix_completion(M, mask, rank=2, method=args.method, seed=args.seed,
+                                   throw=False)
     seconds = time.perf_counter() - start
 
     median = np.median(M, axis=1, keepdims=True)            # the background's stand-in
     low_rank = np.asarray(res.low_rank)
     error = np.linalg.norm(low_rank - median) / np.linalg.norm(np.broadcast_to(median, M.shape))
     print(f"video {M.shape[0]} pixels x {M.shape[1]} frames, {int(mask.sum())} observed")
-    print(f"method {res.method}, eta {res.eta:.4g}, step_scale {res.step_scale:.4g}, "
-          f"{seconds:.1f} s (with compilation)")
+    steps = (f"{res.steps} steps, converged {res.converged}" if res.step_scale is None else
+             f"eta {res.eta:.4g}, step_scale {res.step_scale:.4g}")
+    print(f"method {res.method}, {steps}, mu {res.mu:.3g}, {seconds:.1f} s (with compilation)")
     print(f"objective F = {float(res.objective):.6g} (start {float(res.initial_objective):.6g})")
     print(f"background error = {error:.4f}")
     if args.plot:
