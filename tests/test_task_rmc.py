@@ -283,15 +283,18 @@ def test_planted_low_rank_plus_outliers_is_recovered():
 
 
 def test_example_script_runs():
+    """60 frames (measured: background error 0.048 at the defaults). On 20 frames the model's
+    optimum is far from the temporal median at every mu (0.15-0.33; the default 0.22): too
+    few frames for a rank-2 background at 50% observed."""
     proc = subprocess.run([sys.executable, str(ROOT / "examples" / "rmc_video.py"),
-                           "--frames", "20"], capture_output=True, text=True, timeout=300,
+                           "--frames", "60"], capture_output=True, text=True, timeout=300,
                           cwd=ROOT, env=subprocess_env())
     assert proc.returncode == 0, proc.stderr
     f = re.search(r"objective F = (\S+) \(start (\S+)\)", proc.stdout)
     err = re.search(r"background error = (\S+)", proc.stdout)
     assert f and err, proc.stdout
     assert float(f.group(1)) < float(f.group(2)) / 2
-    assert 0 < float(err.group(1)) < 0.2  # measured 0.138 on 20 frames
+    assert 0 < float(err.group(1)) < 0.08
 
 
 def test_example_script_plot(tmp_path):
@@ -500,3 +503,23 @@ def test_renamed_arguments_warn_and_work():
     with pytest.warns(DeprecationWarning, match="RMCResult.gamma is deprecated"):
         assert new.gamma == new.mu == 0.3
     assert "converged=" in repr(new) and "\n" not in repr(new)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_rank_above_the_data_still_converges(dtype):
+    """Rank 3 asked of rank-1 data: V is rank-deficient, the rows' Hessians singular (the
+    undamped step failed: every chunk raised F); the damped Newton step converges and fits the
+    bulk of the observed entries; the excess rank lets it call a few of them outliers, and
+    the unobserved entries are what a rank-3 fit makes of them (measured: error over all
+    entries 0.027 in float32, 0.18 in float64): the rank is the caller's to choose."""
+    rng = np.random.default_rng(0)
+    low = rng.standard_normal((100, 1)) @ rng.standard_normal((1, 80))
+    mask = rng.random(low.shape) < 0.6
+    res = robust_matrix_completion(low.astype(dtype), mask, 3)
+    assert res.converged and not res.failed
+    fit = np.asarray(res.low_rank, float)
+    assert np.median(np.abs(fit - low)[mask]) < 1e-4 * np.median(np.abs(low))
+    assert np.mean(np.asarray(res.outliers)[mask] != 0) < 0.05  # entries it calls outliers
+    assert np.all(np.isfinite(fit)) and np.linalg.norm(fit - low) / np.linalg.norm(low) < 0.3
+    const = robust_matrix_completion(np.ones((30, 20), dtype), np.ones((30, 20), bool), 2)
+    np.testing.assert_allclose(np.asarray(const.low_rank), 1.0, atol=1e-4)

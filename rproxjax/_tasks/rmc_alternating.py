@@ -14,8 +14,9 @@ One step, from U:
    minimizes F over S for this V;
 3. V = V_{U,S} again, and U's Euclidean gradient G at fixed V;
 4. the Newton direction of each row of U at fixed V (the rows decouple: row i's Hessian is
-   (1 - lam) sum_{j in Omega_i} v_j v_j^T + lam V V^T), projected on U's horizontal space,
-   and U+ = Retr_U(-t D) with t = 1 unless the safeguard cut it.
+   (1 - lam) sum_{j in Omega_i} v_j v_j^T + lam V V^T, damped by sqrt(eps) ||V||_F^2 / r
+   where V is rank-deficient), projected on U's horizontal space, and U+ = Retr_U(-t D)
+   with t = 1 unless the safeguard cut it.
 
 Steps 1-3 are exact block minimizations and step 4 is the exact row-wise minimization over U
 at fixed V projected on the Grassmann manifold (the preconditioned Riemannian gradient of
@@ -130,7 +131,14 @@ def step(u: Array, s: Array, mu: Array, t: Array, d: Observed) -> tuple[Array, A
     pred = mm(u, vt.T)
     grad = mm(d.w * (pred - d.m0 + s) + d.lam * (1 - d.w) * pred, vt)
     kv = _outer(vt)
-    hess = (1 - d.lam) * mm(d.w, kv) + d.lam * jnp.sum(kv, axis=0)
+    r = u.shape[1]
+    info = jnp.finfo(u.dtype)
+    # Levenberg-Marquardt damping, sqrt(eps) of V's mean squared row norm: the rows'
+    # Hessians are singular where V is rank-deficient (a rank above the data's, L = 0);
+    # the damped step is 0 along directions the fit does not see
+    damping = jnp.sqrt(info.eps) * jnp.sum(vt * vt) / r + info.tiny
+    eye = jnp.eye(r, dtype=u.dtype).reshape(-1)
+    hess = (1 - d.lam) * mm(d.w, kv) + d.lam * jnp.sum(kv, axis=0) + damping * eye
     direction = _solve_rows(hess, grad)
     direction = direction - mm(u, mm(u.T, direction))
     return grassmann.retract(u, -t * direction), s, d.w * pred
