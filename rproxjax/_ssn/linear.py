@@ -30,7 +30,7 @@ def sym_basis(r: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     B_p = E_jj on the diagonal (scale 1/2) and (E_jl + E_lj) / sqrt(2) off it.
     The coordinates of a symmetric H are <B_p, H> = scale * (H[rows, cols] + H[cols, rows]).
     """
-    rows, cols = np.triu_indices(r)
+    rows, cols = (a.astype(np.int32) for a in np.triu_indices(r))
     scale = np.where(rows == cols, 0.5, 1.0 / np.sqrt(2.0))
     return rows, cols, scale
 
