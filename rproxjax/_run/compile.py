@@ -22,7 +22,6 @@ Programs whose arguments live on the CPU are compiled with :data:`CPU_COMPILER_O
 from __future__ import annotations
 
 import collections
-import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -32,91 +31,15 @@ import jax.numpy as jnp
 __all__ = ["CPU_COMPILER_OPTIONS", "MAX_ENTRIES", "TASK_COMPILER_OPTIONS", "clear_cache",
            "compile_once", "jit"]
 
-#: XLA options of the library's own CPU compilations (:func:`compile_once`, :class:`jit`:
-#: ``fit``'s programs, the task functions' and an eager ``tangent_prox``'s): XLA's loop
-#: emitters instead of its fusion emitters. The solver's programs are many small fusions,
-#: which the loop emitters compile in about 60% of the time, with steps no slower
-#: (``benchmarks/compile_time.py``). The results equal those of a default compilation up to
-#: rounding (on the benchmarks' problems bit for bit; elsewhere a few units in the last
-#: place, as any change of fusion gives). Dropped when the installed XLA does not know them.
-CPU_COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
-
-#: The task functions' CPU options (``sparse_pca``, ``robust_matrix_completion``): those of
-#: :data:`CPU_COMPILER_OPTIONS` and LLVM's second optimization level instead of its third.
-#: LLVM's code generation is most of the compile time the loop emitters leave, and level 2
-#: takes less of it with steps no slower (``benchmarks/compile_time.py``). ``fit`` keeps the
-#: third level: its iterates equal those of :func:`rproxjax.pure_fit` under a plain
-#: ``jax.jit`` bit for bit on the tests' problems, which level 2 changes in the last place.
-TASK_COMPILER_OPTIONS = {**CPU_COMPILER_OPTIONS, "xla_backend_optimization_level": 2}
-
-
-_REFUSED: set = set()  # option sets this process's XLA refused (not tried again)
-
-
-def _refused(err: Exception, key: tuple) -> None:
-    """Records that XLA refused the options ``key`` (an option the installed XLA does not
-    know, or no longer knows); re-raises any other error."""
-    if "compile option" not in str(err):
-        raise err
-    _REFUSED.add(key)
-
-
-def compile_lowered(lowered, options: dict):
-    """``lowered.compile()`` with ``options``, or without them if XLA refuses them
-    (remembered, so that each set is refused once per process)."""
-    key = tuple(sorted(options.items()))
-    if options and key not in _REFUSED:
-        try:
-            return lowered.compile(compiler_options=dict(options))
-        except jax.errors.JaxRuntimeError as err:
-            _refused(err, key)
-    return lowered.compile()
-
-
-def _on_cpu(args) -> bool | None:
-    """Whether a program of ``args`` runs on the CPU; ``None`` when one is traced (the
-    program is then part of the caller's)."""
-    leaves = jax.tree.leaves(args)
-    if any(isinstance(leaf, jax.core.Tracer) for leaf in leaves):
-        return None
-    for leaf in leaves:
-        if isinstance(leaf, jax.Array) and leaf.committed:
-            return all(d.platform == "cpu" for d in leaf.sharding.device_set)
-    return jax.default_backend() == "cpu"
-
-
-def _options(args) -> dict:
-    return dict(CPU_COMPILER_OPTIONS) if _on_cpu(args) else {}
-
-
-class jit:  # noqa: N801 (used as jax.jit is)
-    """``jax.jit(fn, **kwargs)`` whose calls with arguments on the CPU compile with
-    ``options`` (:data:`CPU_COMPILER_OPTIONS` by default; unless this process's XLA refused
-    them); plain ``jax.jit`` elsewhere, and inside the caller's trace."""
-
-    def __init__(self, fn: Callable, *, options: dict | None = None, **kwargs):
-        options = dict(CPU_COMPILER_OPTIONS if options is None else options)
-        self._key = tuple(sorted(options.items()))
-        self._plain = jax.jit(fn, **kwargs)
-        self._cpu = jax.jit(fn, compiler_options=options, **kwargs)
-        functools.update_wrapper(self, fn)
-
-    @property
-    def options(self) -> dict:
-        """The options of this function's CPU compilations."""
-        return dict(self._key)
-
-    def __call__(self, *args, **kwargs):
-        if _on_cpu((args, kwargs)) and self._key not in _REFUSED:
-            try:
-                return self._cpu(*args, **kwargs)
-            except jax.errors.JaxRuntimeError as err:
-                _refused(err, self._key)
-        return self._plain(*args, **kwargs)
-
-    def _cache_size(self) -> int:
-        return self._plain._cache_size() + self._cpu._cache_size()
-
+from rproxjax._jit import (  # noqa: F401 (the runner's names for them)
+    _REFUSED,
+    CPU_COMPILER_OPTIONS,
+    TASK_COMPILER_OPTIONS,
+    _on_cpu,
+    _options,
+    compile_lowered,
+    jit,
+)
 
 #: Programs kept by the cache (least recently used evicted).
 MAX_ENTRIES = 64

@@ -28,9 +28,9 @@ import numpy as np
 from jax import lax
 
 from rproxjax import _checks
+from rproxjax import _jit as _compile
 from rproxjax._linalg import mm
 from rproxjax._results import Status
-from rproxjax._run import compile as _compile
 from rproxjax._ssn import implicit as _implicit
 from rproxjax._ssn import steps as _steps
 from rproxjax._ssn.config import METHODS, SSN, with_deprecated

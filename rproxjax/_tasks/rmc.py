@@ -19,12 +19,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from rproxjax import _checks, problems
+from rproxjax import _jit as _compile
 from rproxjax._blocks import Euclidean, Grassmann
 from rproxjax._contract import block_cost
 from rproxjax._linalg import mm
 from rproxjax._optimizers import inverse_sqrt_schedule, r_prox_sgd, r_prox_spb, r_subgrad
 from rproxjax._regularizers import l1
-from rproxjax._run import compile as _compile
 from rproxjax._run.fit import FitResult, pure_fit
 from rproxjax._run.monitor import Relay, check_progress
 from rproxjax._tasks import rmc_alternating as _alt

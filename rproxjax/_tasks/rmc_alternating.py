@@ -44,8 +44,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from rproxjax import _checks, grassmann
+from rproxjax import _jit as _compile
 from rproxjax._linalg import mm
-from rproxjax._run import compile as _compile
 from rproxjax._typing import Array
 
 #: Steps per compiled chunk (between two host checks of the stopping and safeguard rules).
