@@ -3,6 +3,7 @@ how few programs a first fit compiles."""
 
 import io
 import logging
+import re
 import sys
 
 import jax
@@ -252,3 +253,37 @@ def test_robust_matrix_completion_draws_its_epochs(monkeypatch):
     quiet = rproxjax.robust_matrix_completion(low, mask, rank=1, method="r_prox_sgd",
                                               passes=3)
     np.testing.assert_array_equal(res.low_rank, quiet.low_rank)
+
+
+def test_two_threads_each_report_their_own_progress(monkeypatch):
+    """Two sparse_pca calls at once (3 and 6 passes, compiled beforehand so that their runs
+    overlap): each call's epochs reach its own bar, which completes; none overruns its
+    total (one shared target sent one call's epochs to the other's bar and dropped the
+    rest when the first call ended)."""
+    import threading
+
+    data = np.random.default_rng(0).standard_normal((20000, 40)).astype(np.float32)
+    for passes in (3, 6):  # compile both programs first
+        rproxjax.sparse_pca(data, 2, mu=0.05, passes=passes, refit=False, progress=True,
+                           method="r_prox_sgd")
+    monkeypatch.setattr(sys, "stderr", terminal := _Terminal())
+    barrier = threading.Barrier(2)
+    results = {}
+
+    def call(passes):
+        barrier.wait()
+        results[passes] = rproxjax.sparse_pca(data, 2, mu=0.05, passes=passes, refit=False,
+                                              progress=True, method="r_prox_sgd")
+
+    threads = [threading.Thread(target=call, args=(p,)) for p in (3, 6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    text = terminal.getvalue()
+    assert sorted(results) == [3, 6]
+    totals = {int(n) for n in re.findall(r"\b\d+/(\d+)\b", text)}
+    assert len(totals) == 2, text[-2000:]  # one bar per call (each counts its start)
+    for total in totals:
+        done = [int(k) for k in re.findall(rf"\b(\d+)/{total}\b", text)]
+        assert max(done) == total, text[-2000:]  # complete, never beyond its total

@@ -17,16 +17,20 @@ them, hands an :class:`EpochInfo` to a :class:`Monitor`, which
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import logging
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import jax
 import numpy as np
 
 from rproxjax._typing import Array, PyTree
 
-__all__ = ["EpochInfo", "Monitor", "Relay", "Stages", "logger"]
+__all__ = ["EpochInfo", "Monitor", "Relay", "RelayHub", "Stages", "logger"]
 
 #: The library's logger; it has no handler of its own (see :mod:`logging`).
 logger = logging.getLogger("rproxjax")
@@ -185,49 +189,86 @@ def traced_callback(callback, epoch, num_epochs, carry, loss, key):
 
     info = EpochInfo(epoch, jnp.asarray(num_epochs, jnp.int32), carry[0], carry[1], loss,
                      carry[2], jnp.full((), jnp.nan, loss.dtype), key)
-    jax.debug.callback(lambda i: callback(i) and None, info)
+    if isinstance(callback, Relay):  # its token is traced: an argument, concrete on the host
+        jax.debug.callback(lambda relay, i: relay(i) and None, callback, info)
+    else:
+        jax.debug.callback(lambda i: callback(i) and None, info)
 
 
-class Relay:
-    """A callback that compiled programs can keep: it forwards each :class:`EpochInfo` to
-    the monitor of the call in progress (:meth:`watch`), so that a cached program serves
-    every call, whoever listens. The task functions compile it into their runs when asked
-    for progress."""
+class RelayHub:
+    """Routes the epochs of cached compiled runs to the monitors of the calls that run them,
+    so that a program compiled once serves every call, whoever listens, from any thread.
+
+    Each call opens :meth:`watch`, which registers a monitor under a new token and yields
+    a :class:`Relay` holding that token; the call passes the relay into its compiled
+    program as an argument (its token is the pytree's leaf: a new call compiles nothing),
+    and the program reports each epoch through it. Calls running at once, in one thread or
+    several, each reach their own monitor. The task modules own one hub each.
+    """
 
     def __init__(self):
-        self.target = None
+        self._targets: dict[int, Any] = {}
+        self._lock = threading.Lock()
+        self._tokens = itertools.count()
 
-    def __call__(self, info):
-        target = self.target
+    def dispatch(self, token, info) -> None:
+        """Forwards ``info`` to the monitor registered under ``token`` (if any)."""
+        with self._lock:
+            target = self._targets.get(int(token))
         if target is not None:
             target(info)
 
+    @contextlib.contextmanager
     def watch(self, n: int, progress: bool):
-        """A context manager: while it is open, epochs go to a progress bar of a run over
-        ``n`` samples (built at the first epoch, which says how many there are)."""
-        relay = self
+        """A context manager yielding this call's :class:`Relay`: while it is open, the
+        epochs reported through the relay go to a progress bar of a run over ``n`` samples
+        (built at the first epoch, which says how many there are)."""
+        from rproxjax import _checks
 
-        class _Watch:
-            monitor = None
+        target = _Watch(n, progress)
+        with self._lock:
+            token = next(self._tokens) % (2**31 - 1)
+            self._targets[token] = target
+        try:
+            yield Relay(_checks.as_dtype(token, np.int32), self)  # a transfer: no compile
+        finally:
+            jax.effects_barrier()  # the run's last callbacks have arrived
+            with self._lock:
+                del self._targets[token]
+            if target.monitor is not None:
+                target.monitor.close(None)
 
-            def __call__(self, info):
-                if self.monitor is None:
-                    self.monitor = Monitor(int(info.num_epochs), n, progress)
-                self.monitor.update(info._replace(epoch=int(info.epoch)))
 
-            def __enter__(self):
-                relay.target = self
-                return self
+class _Watch:
+    """One call's listener: a :class:`Monitor` built at the first epoch."""
 
-            def __exit__(self, *exc):
-                import jax
+    def __init__(self, n: int, progress: bool):
+        self.n, self.progress, self.monitor = n, progress, None
 
-                jax.effects_barrier()  # the run's last callbacks have arrived
-                relay.target = None
-                if self.monitor is not None:
-                    self.monitor.close(None)
+    def __call__(self, info):
+        if self.monitor is None:
+            self.monitor = Monitor(int(info.num_epochs), self.n, self.progress)
+        self.monitor.update(info._replace(epoch=int(info.epoch)))
 
-        return _Watch()
+
+@jax.tree_util.register_pytree_node_class
+class Relay:
+    """A callback for a compiled run that reports to one call's monitor through its
+    :class:`RelayHub`: a pytree whose leaf is the call's token (the hub is static), passed
+    into the program as an argument."""
+
+    def __init__(self, token, hub: RelayHub):
+        self.token, self.hub = token, hub
+
+    def __call__(self, info):
+        self.hub.dispatch(self.token, info)
+
+    def tree_flatten(self):
+        return (self.token,), self.hub
+
+    @classmethod
+    def tree_unflatten(cls, hub, children):
+        return cls(children[0], hub)
 
 
 class Stages:

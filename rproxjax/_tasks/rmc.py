@@ -26,7 +26,7 @@ from rproxjax._linalg import mm
 from rproxjax._optimizers import inverse_sqrt_schedule, r_prox_sgd, r_prox_spb, r_subgrad
 from rproxjax._regularizers import l1
 from rproxjax._run.fit import FitResult, pure_fit
-from rproxjax._run.monitor import Relay, check_progress
+from rproxjax._run.monitor import RelayHub, check_progress
 from rproxjax._tasks import rmc_alternating as _alt
 from rproxjax._typing import Array, ArrayLike, DTypeLike, PRNGKey
 
@@ -315,14 +315,14 @@ def _setup(method, nnz, *, budget, batch_fraction, q, gamma, eta, scale, u_scale
     return opt, dict(batch_size=batch, batched_loss=True, chunk_size=nnz, **kw)
 
 
-_RELAY = Relay()  # the epochs of a run compiled with progress go to the call's bar
+_HUB = RelayHub()  # the epochs of a run compiled with progress go to the call's bar
 
 
 @functools.partial(_compile.jit, options=_compile.TASK_COMPILER_OPTIONS,
                    static_argnames=("method", "m", "n", "budget", "batch_fraction", "q",
                                     "record_loss", "progress"))
-def _solve(eta, scale, u_scale, gamma, rows, cols, values, lam, u0, key, *, method, m, n, budget,
-           batch_fraction, q, record_loss, progress=False):
+def _solve(eta, scale, u_scale, gamma, rows, cols, values, lam, u0, key, relay=None, *, method,
+           m, n, budget, batch_fraction, q, record_loss, progress=False):
     """The whole run, V, L and F as one compiled program (cached per shape and settings)."""
     prob = problems.RMCProblem(rows, cols, values, lam, m, n)
     nnz = values.shape[0]
@@ -331,7 +331,7 @@ def _solve(eta, scale, u_scale, gamma, rows, cols, values, lam, u0, key, *, meth
     params = {"U": u0, "S": jnp.zeros(nnz, u0.dtype)}
     res = pure_fit(opt, lambda p, b: problems.rmc_batch_loss(p, b, prob), params,
                             jnp.arange(nnz), key=key, record_loss=record_loss, **kw,
-                            callback=_RELAY if progress else None)
+                            callback=relay if progress else None)
     u, s = res.params["U"], res.params["S"]
     v = problems.rmc_v(u, s, prob)
     low_rank = mm(u, v)
@@ -579,12 +579,13 @@ def _paper_method(matrix, obs, values, r, *, method, mu, lam, passes, batch_frac
     _check_range(wdt, {"eta": eta, "step_scale x |Omega|": step_scale * nnz, u_name: u_scale,
                        "mu": mu, "lam": lam},
                  in_m_units=("mu",) if magnitude_given else (u_name, "mu"))
-    with _RELAY.watch(nnz, progress):
+    with _HUB.watch(nnz, progress) as relay:
         host = functools.partial(_checks.as_dtype, dtype=wdt)  # transfers: compile nothing
         res, v, low_rank, outliers, objective, objective0 = _solve(
             host(eta), host(step_scale * nnz), host(u_scale), host(mu),
             prob.rows, prob.cols, prob.values, prob.lam, host(u0), key,
-            method=method, m=matrix.shape[0], n=matrix.shape[1], budget=passes,
+            relay if progress else None, method=method, m=matrix.shape[0], n=matrix.shape[1],
+            budget=passes,
             batch_fraction=batch_fraction, q=q, record_loss=bool(record_loss),
             progress=progress)
     halted = np.asarray(res.history.halted)

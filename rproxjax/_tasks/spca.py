@@ -27,7 +27,7 @@ from rproxjax._optimizers import inverse_sqrt_schedule, r_prox_sgd, r_prox_spb, 
 from rproxjax._regularizers import l1
 from rproxjax._results import Status
 from rproxjax._run.fit import FitResult, pure_fit
-from rproxjax._run.monitor import Relay, Stages, check_progress
+from rproxjax._run.monitor import RelayHub, Stages, check_progress
 from rproxjax._ssn.config import SSN
 from rproxjax._tasks.refit import refit_best, refit_on_support
 from rproxjax._typing import Array, ArrayLike, DTypeLike
@@ -295,17 +295,18 @@ def _optimizer(method, mu, eta, gamma, q, ssn):
     return manpg(gamma, reg, tol=1e-12, ssn=ssn)
 
 
-_RELAY = Relay()  # the epochs of a run compiled with progress go to the call's bar
+_HUB = RelayHub()  # the epochs of a run compiled with progress go to the call's bar
 
 
 def _make_run(method, kw, q, ssn, progress=False):
     """run(mu (r,), eta, gamma, x0, data, key) -> (FitResult, metrics): one run, traceable;
-    with ``progress``, each epoch is reported through :data:`_RELAY`."""
+    with ``progress``, each epoch is reported through ``relay`` (a
+    :class:`rproxjax._run.monitor.Relay` of :data:`_HUB`)."""
 
-    def run(mu, eta, gamma, x0, data, key):
+    def run(mu, eta, gamma, x0, data, key, relay=None):
         opt = _optimizer(method, mu, eta, gamma, q, ssn)
         res = pure_fit(opt, spca_loss, x0, data, key=key, **kw,
-                       callback=_RELAY if progress else None)
+                       callback=relay if progress else None)
         return res, _metrics(res.params, data)
 
     return run
@@ -463,9 +464,10 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
 
     if nonzeros is None:
         mu = 0.1 * mu_max if mu is None else mu
-        with _RELAY.watch(n, progress):
+        with _HUB.watch(n, progress) as relay:
             x, mu_out, history, ifo = _single(_program(method, kw, q, ssn, False, progress),
-                                              consts, mu, variance, r, np_dtype)
+                                              consts + ((relay,) if progress else ()), mu,
+                                              variance, r, np_dtype)
         path = None
         if refit:
             x = jax.device_put(refit_on_support(np.asarray(x), np.asarray(centred),
