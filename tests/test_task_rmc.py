@@ -529,3 +529,48 @@ def test_a_rank_above_the_data_still_converges(dtype):
     assert np.all(np.isfinite(fit)) and np.linalg.norm(fit - low) / np.linalg.norm(low) < 0.3
     const = robust_matrix_completion(np.ones((30, 20), dtype), np.ones((30, 20), bool), 2)
     np.testing.assert_allclose(np.asarray(const.low_rank), 1.0, atol=1e-4)
+
+
+@pytest.mark.parametrize("r", [1, 3, 16, 17])
+@pytest.mark.parametrize("dtype, tol", [(np.float32, 1e-4), (np.float64, 1e-11)])
+def test_the_batched_spd_solve_matches_numpy(r, dtype, tol):
+    """The r x r solves of the default solver (a Cholesky in JAX's own operations,
+    unrolled up to r = 16 and a loop beyond) against NumPy's LU, on systems of condition
+    number about 1e3."""
+    from rproxjax._tasks.rmc_alternating import _solve_rows
+    rng = np.random.default_rng(r)
+    g = rng.standard_normal((40, r, r))
+    a = g @ g.transpose(0, 2, 1) + 0.1 * np.eye(r)
+    b = rng.standard_normal((40, r))
+    got = np.asarray(jax.jit(_solve_rows)(jnp.asarray(a.reshape(40, -1), dtype),
+                                          jnp.asarray(b, dtype)))
+    ref = np.linalg.solve(a, b[..., None])[..., 0]
+    assert got.dtype == dtype
+    assert np.max(np.abs(got - ref)) <= tol * np.linalg.cond(a).max() * np.abs(ref).max()
+
+
+def test_the_default_solver_calls_no_batched_lapack_kernel():
+    """No batched custom call (jaxlib's batched LAPACK kernels split a batch over XLA's
+    intra-op pool and wait for the parts: two at once deadlocked a 2-thread pool) in the
+    default solver's programs; the unbatched ones (the retraction's r x r eigensolver, the
+    start's QR and SVD) stay."""
+    import re
+
+    from rproxjax._tasks import rmc_alternating as alt
+    M, mask, _, _ = _planted(m=50, n=40, r=3, seed=7)
+    d = alt.Observed(jnp.asarray(mask, float), jnp.asarray(np.where(mask, M, 0.0)),
+                     jnp.asarray(1e-6))
+    u = jnp.linalg.qr(jnp.asarray(np.random.default_rng(0).standard_normal((50, 3))))[0]
+    count = int(mask.sum())
+    texts = [
+        jax.jit(alt.run_chunk.__wrapped__, static_argnames=("steps", "count")).lower(
+            u, jnp.zeros_like(d.m0), 1.0, 1.0, d, steps=2, count=count).as_text(),
+        jax.jit(alt.start.__wrapped__, static_argnames=("rank", "count")).lower(
+            d, jax.random.key(0), rank=3, count=count).as_text(),
+        jax.jit(alt.finish.__wrapped__).lower(u, d.m0, d, jnp.zeros(3, jnp.int32),
+                                              jnp.zeros(3, jnp.int32)).as_text(),
+    ]
+    calls = [c for text in texts for c in re.findall(r"custom_call @(\w+)\(.*", text)]
+    batches = [b for text in texts for b in re.findall(r'num_batch_dims = "(\d+)"', text)]
+    assert calls and "lapack_dsyevd_ffi" in calls  # the check sees the custom calls
+    assert len(batches) == len(calls) and set(batches) == {"0"}, (calls, batches)

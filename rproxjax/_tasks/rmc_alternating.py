@@ -45,7 +45,7 @@ import numpy as np
 
 from rproxjax import _checks, grassmann
 from rproxjax import _jit as _compile
-from rproxjax._linalg import mm
+from rproxjax._linalg import HIGHEST, mm
 from rproxjax._typing import Array
 
 #: Steps per compiled chunk (between two host checks of the stopping and safeguard rules).
@@ -64,6 +64,9 @@ STAGE_TOL = 1e-2
 #: The decrease test's tolerance, in units of the dtype's eps relative to F: F's sums over
 #: Omega round at about that level in float32.
 SLACK = 1e3
+
+#: The largest rank whose r x r solves are unrolled (a loop over r beyond it).
+UNROLL = 16
 
 #: Halvings of the step t the safeguard may make before the run is declared failed.
 MAX_CUTS = 10
@@ -97,9 +100,47 @@ def _outer(a: Array) -> Array:
 
 
 def _solve_rows(gram: Array, rhs: Array) -> Array:
-    """Row i of the result solves gram_i x = rhs_i (gram: (k, r*r) flattened, rhs: (k, r))."""
+    """Row i of the result solves gram_i x = rhs_i for symmetric positive definite gram_i
+    (gram: (k, r*r) flattened, rhs: (k, r)), by a Cholesky factorization written in JAX's
+    own operations (loops over r with batched products). jaxlib's batched LAPACK kernels
+    split a large batch over XLA's intra-op thread pool and wait for the parts; two such
+    solves running at once in one program left every worker of a 2-thread pool waiting,
+    and the program never finished (seen on 800 x 600 data at r = 10)."""
     r = rhs.shape[-1]
-    return jnp.linalg.solve(gram.reshape(-1, r, r), rhs[..., None])[..., 0]
+    a = gram.reshape(-1, r, r)
+    idx = jnp.arange(r)
+    tiny = jnp.finfo(a.dtype).tiny
+
+    def factor(j, low):  # column j of the lower factor L, from its columns < j
+        row = jnp.where(idx < j, low[:, j, :], 0)  # L[j, :j]
+        col = a[:, :, j] - jnp.einsum("kir,kr->ki", low, row, precision=HIGHEST)
+        pivot = jnp.sqrt(jnp.maximum(col[:, j], tiny))
+        col = jnp.where(idx > j, col / pivot[:, None], jnp.where(idx == j, pivot[:, None], 0))
+        return low.at[:, :, j].set(col)
+
+    low = _loop(r, factor, jnp.zeros_like(a))
+    diag = jnp.diagonal(low, axis1=1, axis2=2)
+
+    def forward(j, y):  # L y = rhs
+        dot = jnp.sum(jnp.where(idx < j, low[:, j, :] * y, 0), axis=-1)
+        return y.at[:, j].set((rhs[:, j] - dot) / diag[:, j])
+
+    def backward(i, x):  # L^T x = y, from the last row up
+        j = r - 1 - i
+        dot = jnp.sum(jnp.where(idx > j, low[:, :, j] * x, 0), axis=-1)
+        return x.at[:, j].set((x[:, j] - dot) / diag[:, j])
+
+    return _loop(r, backward, _loop(r, forward, jnp.zeros_like(rhs)))
+
+
+def _loop(r: int, body, init):
+    """``lax.fori_loop(0, r, body, init)``, unrolled where r <= :data:`UNROLL` (a loop's
+    overhead would dominate steps this small)."""
+    if r > UNROLL:
+        return jax.lax.fori_loop(0, r, body, init)
+    for j in range(r):
+        init = body(j, init)
+    return init
 
 
 def v_columns(u: Array, s: Array, d: Observed) -> Array:
