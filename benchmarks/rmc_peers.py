@@ -155,6 +155,20 @@ def fmt(x, digits=3):
     return "-" if x is None else (f"{x:.{digits}g}" if isinstance(x, float) else str(x))
 
 
+def commit() -> str:
+    """The repository's commit (with "+changes" when the tree differs from it)."""
+    import subprocess
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, text=True,
+                              capture_output=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "rproxjax", "benchmarks"],
+                               cwd=root, text=True, capture_output=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+changes" if dirty else "")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true")
@@ -186,11 +200,12 @@ def main():
             f"{row['steps']}{'' if row['converged'] else ' (not converged)'}"])
     markdown = ("# robust_matrix_completion at its defaults against its peers\n\n"
                 "Relative error of L (video: the background error) and wall time, float64, "
-                "seed 0 (`benchmarks/rmc_peers.py`; protocol in its docstring).\n\n"
+                f"seed 0, at commit {commit()} (`benchmarks/rmc_peers.py`; protocol in its "
+                "docstring).\n\n"
                 + _timing.markdown_table(headers, table) + "\n")
     print(markdown)
     if not args.no_save:
-        _timing.save_results("rmc_peers", {"rows": rows}, markdown)
+        _timing.save_results("rmc_peers", {"rows": rows, "commit": commit()}, markdown)
 
 
 if __name__ == "__main__":
