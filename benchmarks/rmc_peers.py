@@ -1,8 +1,9 @@
 """Benchmark: ``rproxjax.robust_matrix_completion`` at its defaults against tensorly's robust
 PCA and a nonconvex NumPy reference, on planted problems and the shipped video.
 
-Run from the repository root (float64; about 20-40 minutes on 2 CPU cores, most of it
-tensorly on the largest family; ``--quick``: the small families, a few minutes)::
+Run from the repository root, with the ``experiments`` extra installed (tensorly; float64;
+about 20 minutes on 2 CPU cores, most of it tensorly on the largest family; ``--quick``:
+the small families, a few minutes)::
 
     python benchmarks/rmc_peers.py [--quick] [--no-save] [--only NAME ...]
 

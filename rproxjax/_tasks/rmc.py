@@ -12,7 +12,7 @@ import functools
 import math
 import sys
 import warnings
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -348,7 +348,7 @@ def robust_matrix_completion(M: ArrayLike, mask: ArrayLike, rank: int, *,
                              magnitude: float | None = None, seed: int | PRNGKey = 0,
                              dtype: DTypeLike | None = None, record_loss: bool = False,
                              throw: bool = True, progress: bool = False,
-                             **deprecated) -> RMCResult:
+                             **deprecated: Any) -> RMCResult:
     r"""Robust low-rank matrix completion: a low-rank L = U V plus sparse outliers S fitting the
     observed entries of M (the paper's model).
 
