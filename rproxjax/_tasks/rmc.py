@@ -1,9 +1,11 @@
 """Robust low-rank matrix completion in one call: :func:`robust_matrix_completion`.
 
 The paper's model (``rproxjax.problems``, eqs. rmc-huang to def-hat-f) on the user's own
-matrix: the problem, the blocks (U on the Grassmann manifold, the outliers S as a Euclidean
-block with an l1 prox), the step sizes, the budget, the start (U from an SVD, S = 0) and the
-closed-form V, which ``rproxjax.experiments`` assembles by hand for the video experiment.
+matrix, solved by default by :mod:`rproxjax._tasks.rmc_alternating` (run to convergence, the
+outlier weight read off the residuals), or by one of the paper's methods at a fixed budget
+as in its video experiment: the blocks (U on the Grassmann manifold, the outliers S as a
+Euclidean block with an l1 prox), the step sizes, the budget, the start (U from an SVD,
+S = 0) and the closed-form V, which ``rproxjax.experiments`` assembles by hand.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from rproxjax._run.monitor import RelayHub, check_progress
 from rproxjax._tasks import rmc_alternating as _alt
 from rproxjax._typing import Array, ArrayLike, DTypeLike, PRNGKey
 
-__all__ = ["DEFAULT_STEPS", "REFERENCE_MAGNITUDE", "RMCResult", "robust_matrix_completion"]
+__all__ = ["DEFAULT_LAM", "DEFAULT_PASSES", "DEFAULT_STEPS", "DEFAULT_TOL", "REFERENCE_MAGNITUDE",
+           "RMCResult", "robust_matrix_completion"]
 
 
 #: (eta, step_scale) per method, for data whose median observed |M_ij| is
