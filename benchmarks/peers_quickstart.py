@@ -193,9 +193,7 @@ class Peer:
 
 def _clear():
     jax.clear_caches()
-    programs = getattr(_spca, "_PROGRAMS", None)  # the task's cache of jitted runs
-    if programs is not None:
-        programs.clear()
+    _spca._cached_program.cache_clear()  # the task's cache of jitted runs
 
 
 def _timed(fn):

@@ -312,18 +312,19 @@ def _make_run(method, kw, q, ssn, progress=False):
     return run
 
 
-_PROGRAMS: dict = {}
-
-
 def _program(method, kw, q, ssn, lanes: bool, progress: bool = False):
     """The compiled run (or its ``vmap`` over mu, for a path), cached by its settings."""
-    name = (method, tuple(sorted(kw.items())), q, ssn, lanes, progress)
-    if name not in _PROGRAMS:
-        run = _make_run(method, kw, q, ssn, progress)
-        if lanes:
-            run = jax.vmap(run, in_axes=(0, None, None, None, None, None))
-        _PROGRAMS[name] = _compile.jit(run, options=_compile.TASK_COMPILER_OPTIONS)
-    return _PROGRAMS[name]
+    return _cached_program(method, tuple(sorted(kw.items())), q, ssn, lanes, progress)
+
+
+@functools.lru_cache(maxsize=32)
+def _cached_program(method, kw_items, q, ssn, lanes, progress):
+    """:func:`_program`'s jitted run per settings (the 32 most recent; each ``jax.jit``
+    keeps its own compilations per shape, dtype and x64 setting)."""
+    run = _make_run(method, dict(kw_items), q, ssn, progress)
+    if lanes:
+        run = jax.vmap(run, in_axes=(0, None, None, None, None, None))
+    return _compile.jit(run, options=_compile.TASK_COMPILER_OPTIONS)
 
 
 def _pick(counts, target):
