@@ -97,4 +97,6 @@ class jit:  # noqa: N801 (used as jax.jit is)
         return self._plain(*args, **kwargs)
 
     def _cache_size(self) -> int:
-        return self._plain._cache_size() + self._cpu._cache_size()
+        from rproxjax._foreign import jit_cache_size
+
+        return jit_cache_size(self._plain) + jit_cache_size(self._cpu)

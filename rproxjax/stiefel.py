@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 
-from rproxjax import _checks
+from rproxjax import _checks, _foreign
 from rproxjax._linalg import mm, mT, sqrt0
 from rproxjax._typing import Array, ArrayLike, DTypeLike, PRNGKey
 
@@ -513,11 +513,7 @@ def _top_level(key) -> bool:
     program compiled with its own options may run), not inside a caller's trace."""
     if isinstance(key, jax.core.Tracer):
         return False
-    try:
-        from jax._src import core as _core  # no public test of the trace state
-        return bool(_core.trace_state_clean())
-    except (ImportError, AttributeError):  # a JAX without it: the caller's program
-        return False
+    return _foreign.trace_state_clean()  # a JAX without it: the caller's program
 
 
 def _draw(key, shape, dtype):

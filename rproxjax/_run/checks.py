@@ -12,7 +12,7 @@ import operator
 import jax
 import jax.numpy as jnp
 
-from rproxjax import _checks
+from rproxjax import _checks, _foreign
 
 __all__ = ["check_key", "check_loss", "check_opt_state", "check_optimizer", "positive_int"]
 
@@ -52,13 +52,8 @@ def check_optimizer(optimizer, state):
 
 def _is_optax_chain(optimizer) -> bool:
     """``optimizer`` is built by ``optax.chain`` (the named optimizers are), so its state is
-    the plain tuple of its links' states. A test (tests/test_compositions.py) fails if a
-    new optax version builds chains otherwise."""
-    import optax
-
-    init = getattr(optimizer, "init", None)
-    return (getattr(init, "__qualname__", None) == "chain.<locals>.init_fn"
-            and getattr(init, "__module__", None) == optax.chain.__module__)
+    the plain tuple of its links' states (:func:`rproxjax._foreign.is_optax_chain`)."""
+    return _foreign.is_optax_chain(optimizer)
 
 
 def _lands_on_manifold(node) -> bool:
