@@ -17,6 +17,7 @@ import argparse
 import json
 import pathlib
 import time
+from types import MappingProxyType
 
 import jax
 import numpy as np
@@ -28,9 +29,9 @@ from rproxjax._contract import block_cost
 #: The methods' step sizes: eta (R-ProxSGD, R-Subgrad: eta_t = eta / sqrt(t + 1)) and the
 #: proximal step gamma, those the reproduction tuned for this panel (MNIST, r = 10,
 #: mu = 0.2: ``results/spca-mnist-r10.json``, at its budget of 6 IFO/n).
-STEPS = {"R-ProxSPB": {"eta": 1.0, "gamma": 0.1},
-         "R-ProxSGD": {"eta": 8.0, "gamma": 0.1},
-         "R-Subgrad": {"eta": 0.1}}
+STEPS = MappingProxyType({"R-ProxSPB": MappingProxyType({"eta": 1.0, "gamma": 0.1}),
+                          "R-ProxSGD": MappingProxyType({"eta": 8.0, "gamma": 0.1}),
+                          "R-Subgrad": MappingProxyType({"eta": 0.1})})
 
 
 def _methods(reg, q):
@@ -149,7 +150,7 @@ def run(n=20000, r=10, mu=0.2, budget=4.0, q=100, batch_size=100, seed=0, out_di
     if json_path is not None:
         settings = {"n": n, "d": d, "r": r, "mu": mu, "budget": budget, "q": q,
                     "batch_size": batch_size, "seed": seed, "dtype": str(data.dtype),
-                    "steps": STEPS}
+                    "steps": {name: dict(steps) for name, steps in STEPS.items()}}
         save(results, settings, json_path)
     return results
 

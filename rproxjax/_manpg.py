@@ -9,6 +9,7 @@ keeps the common :class:`rproxjax.StepInfo` record under ``info``.
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import jax
@@ -36,8 +37,8 @@ __all__ = ["ManPGState", "manpg"]
 
 _NEEDS = Needs(value_fn=True, full_batch=True)
 #: manpg's former keyword arguments, by the SSN field each sets.
-_OLD_NAMES = {"linear_solver": "linear_solver", "ssn_max_steps": "max_steps",
-              "ssn_method": "method"}
+_OLD_NAMES = MappingProxyType({"linear_solver": "linear_solver", "ssn_max_steps": "max_steps",
+                               "ssn_method": "method"})
 
 
 class ManPGState(NamedTuple):

@@ -33,6 +33,7 @@ all later updates are zero, so X is never corrupted.
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Any
 
 import jax
@@ -123,8 +124,9 @@ def inverse_sqrt_schedule(init_value: ArrayLike, offset: int = 1,
 
 
 #: The optimizers' former keyword arguments, by the SSN field each sets.
-_OLD_NAMES = {"ssn_tol": "tol", "ssn_rtol": "rtol", "ssn_max_steps": "max_steps",
-              "linear_solver": "linear_solver", "ssn_method": "method"}
+_OLD_NAMES = MappingProxyType({"ssn_tol": "tol", "ssn_rtol": "rtol",
+                               "ssn_max_steps": "max_steps", "linear_solver": "linear_solver",
+                               "ssn_method": "method"})
 
 
 def _chain(name, *links):

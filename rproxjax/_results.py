@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from types import MappingProxyType
 from typing import Any
 
 import jax
@@ -50,7 +51,7 @@ class Status(enum.IntEnum):
         return _MESSAGES[self]
 
 
-_MESSAGES = {
+_MESSAGES = MappingProxyType({
     Status.SUCCESSFUL: "converged: the residual is below the tolerance",
     Status.MAX_STEPS_REACHED: (
         "not converged: max_steps reached before the residual fell below the "
@@ -70,7 +71,7 @@ _MESSAGES = {
         "> 0 or rtol not finite and >= 0; concrete values are rejected with a ValueError "
         "instead): zeta = 0 is returned"
     ),
-}
+})
 
 
 def describe(status: ArrayLike) -> str | list[Any]:

@@ -16,12 +16,13 @@ from rproxjax._run import compile as _compile
 def test_an_option_xla_does_not_know_is_dropped_once_and_the_program_still_compiles():
     lowered = jax.jit(lambda x: x * 2.0).lower(jnp.arange(3.0))
     unknown = {"xla_cpu_no_such_option": True}
-    compiled = _compile.compile_lowered(lowered, unknown)
+    refusals = _compile.Refusals()
+    compiled = _compile.compile_lowered(lowered, unknown, refusals)
     np.testing.assert_array_equal(compiled(jnp.arange(3.0)), 2.0 * np.arange(3.0))
-    assert (("xla_cpu_no_such_option", True),) in _compile._REFUSED
-    compiled = _compile.compile_lowered(lowered, _compile.CPU_COMPILER_OPTIONS)
+    assert (("xla_cpu_no_such_option", True),) in refusals
+    compiled = _compile.compile_lowered(lowered, _compile.CPU_COMPILER_OPTIONS, refusals)
     np.testing.assert_array_equal(compiled(jnp.arange(3.0)), 2.0 * np.arange(3.0))
-    assert tuple(sorted(_compile.CPU_COMPILER_OPTIONS.items())) not in _compile._REFUSED
+    assert tuple(sorted(_compile.CPU_COMPILER_OPTIONS.items())) not in refusals
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

@@ -85,7 +85,7 @@ def test_compiled_epoch_all_reduces_gradients_and_gathers_no_data(problem):
                 rproxjax.r_prox_spb(0.5, 0.5, rproxjax.l1(0.05), q=4)):
         rproxjax.fit(opt, spca_loss, x0, z, key=jax.random.key(6), batch_size=B,
                      num_epochs=1, mesh=mesh)
-    texts = [compiled.as_text() for compiled in _compile._CACHE.values()]
+    texts = [compiled.as_text() for compiled in _compile.PROGRAMS.entries.values()]
     # two epoch programs, two end-of-epoch losses (all-reduced), and the two programs that
     # draw the epochs' sample indices (replicated: no communication)
     assert len(texts) == 6

@@ -5,8 +5,8 @@ the optimizer (whose hyperparameters are arrays or array-valued schedules)
 and the data. ``jax.jit`` would key its cache on those closures' identity,
 so every ``fit`` call would recompile. :func:`compile_once` instead traces
 the program to a jaxpr, hoists every closed-over array (the step sizes, mu,
-the data) into an argument, and keys a module-level cache on the jaxpr's
-text: two programs share one compiled executable exactly when they are the
+the data) into an argument, and keys its cache (:data:`PROGRAMS`) on the
+jaxpr's text: two programs share one compiled executable exactly when they are the
 same computation up to the values of those arrays. Python scalars are
 literals of the jaxpr, so a hyperparameter given as a Python float that
 changes does change the key (and recompiles): the optimizers turn theirs
@@ -22,6 +22,7 @@ Programs whose arguments live on the CPU are compiled with :data:`CPU_COMPILER_O
 from __future__ import annotations
 
 import collections
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -32,9 +33,9 @@ __all__ = ["CPU_COMPILER_OPTIONS", "MAX_ENTRIES", "TASK_COMPILER_OPTIONS", "clea
            "compile_once", "jit"]
 
 from rproxjax._jit import (  # noqa: F401 (the runner's names for them)
-    _REFUSED,
     CPU_COMPILER_OPTIONS,
     TASK_COMPILER_OPTIONS,
+    Refusals,
     _on_cpu,
     _options,
     compile_lowered,
@@ -43,27 +44,56 @@ from rproxjax._jit import (  # noqa: F401 (the runner's names for them)
 
 #: Programs kept by the cache (least recently used evicted).
 MAX_ENTRIES = 64
-_CACHE: collections.OrderedDict[Any, Callable] = collections.OrderedDict()
-
-
-def clear_cache() -> None:
-    _CACHE.clear()
-
-
 def _aval_key(value):
     """Shape, dtype and placement: an executable is compiled for its inputs' shardings."""
     sharding = value.sharding if isinstance(value, jax.Array) else None
     return (tuple(jnp.shape(value)), str(jnp.result_type(value)), str(sharding))
 
 
-def _evaluator(jaxpr, consts, flat_args):
+def _evaluator(jaxpr, consts, flat_args, refusals: Refusals):
     """The jaxpr compiled ahead of time (so that no call pays for compilation)."""
 
     def run(consts, flat_args):
         return jax.core.eval_jaxpr(jaxpr, consts, *flat_args)
 
     lowered = jax.jit(run).lower(consts, flat_args)
-    return compile_lowered(lowered, _options((consts, flat_args)))
+    return compile_lowered(lowered, _options((consts, flat_args)), refusals)
+
+
+class ProgramCache:
+    """Compiled programs keyed by their jaxpr and arguments' avals (the ``max_entries``
+    most recently used), the option sets XLA refused, and the lock that makes them safe to
+    share between threads: the owner of :func:`compile_once`'s executables."""
+
+    def __init__(self, max_entries: int = MAX_ENTRIES):
+        self.max_entries = max_entries
+        self.entries: collections.OrderedDict[Any, Callable] = collections.OrderedDict()
+        self.refusals = Refusals()
+        self._lock = threading.Lock()
+
+    def clear(self) -> None:
+        with self._lock:
+            self.entries.clear()
+
+    def get(self, key, build: Callable[[], Callable]) -> Callable:
+        """The entry of ``key``, built by ``build()`` if missing (most recent first)."""
+        with self._lock:
+            evaluator = self.entries.pop(key, None)
+        if evaluator is None:
+            evaluator = build()  # compiles outside the lock
+        with self._lock:
+            self.entries[key] = evaluator
+            while len(self.entries) > self.max_entries:
+                self.entries.popitem(last=False)
+        return evaluator
+
+
+#: The executables of :func:`compile_once`.
+PROGRAMS = ProgramCache()
+
+
+def clear_cache() -> None:
+    PROGRAMS.clear()
 
 
 def compile_once(fn: Callable, *example_args) -> Callable:
@@ -86,12 +116,9 @@ def compile_once(fn: Callable, *example_args) -> Callable:
         return fn  # inside an outer trace (jit, vmap): inlined into the caller's program
     key = (str(closed.jaxpr), in_tree, out_tree, tuple(_aval_key(c) for c in consts),
            tuple(_aval_key(a) for a in in_tree.flatten_up_to(example_args)))
-    evaluator = _CACHE.pop(key, None)
-    if evaluator is None:
-        evaluator = _evaluator(closed.jaxpr, consts, in_tree.flatten_up_to(example_args))
-    _CACHE[key] = evaluator
-    while len(_CACHE) > MAX_ENTRIES:
-        _CACHE.popitem(last=False)
+    flat_examples = in_tree.flatten_up_to(example_args)
+    evaluator = PROGRAMS.get(key, lambda: _evaluator(closed.jaxpr, consts, flat_examples,
+                                                     PROGRAMS.refusals))
 
     def call(*args):
         flat = in_tree.flatten_up_to(args)

@@ -20,6 +20,7 @@ test, which ends it).
 from __future__ import annotations
 
 import functools
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import jax
@@ -552,8 +553,8 @@ def tangent_prox(
 
 
 #: tangent_prox's former keyword arguments, by the SSN field each sets.
-_OLD_NAMES = {"tol": "tol", "rtol": "rtol", "max_steps": "max_steps",
-              "linear_solver": "linear_solver", "method": "method"}
+_OLD_NAMES = MappingProxyType({"tol": "tol", "rtol": "rtol", "max_steps": "max_steps",
+                               "linear_solver": "linear_solver", "method": "method"})
 
 
 def resolve(ssn: SSN, r: int, dtype, eager: bool = False) -> SSN:

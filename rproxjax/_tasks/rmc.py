@@ -14,6 +14,7 @@ import functools
 import math
 import sys
 import warnings
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import jax
@@ -46,11 +47,11 @@ __all__ = ["DEFAULT_LAM", "DEFAULT_PASSES", "DEFAULT_STEPS", "DEFAULT_TOL", "REF
 #: crop of 40 frames ends further from the median than its start, 0.219 against 0.213).
 #: Their defaults are the smaller steps (0.5, 0.3) and (1, 0.3), which end 8% and 1.5%
 #: above the tuned choices' F on the video (medians over the reported seeds).
-DEFAULT_STEPS = {
+DEFAULT_STEPS = MappingProxyType({
     "r_prox_spb": (0.5, 0.3),
     "r_prox_sgd": (1.0, 0.3),
     "r_subgrad": (1.0, 0.3),
-}
+})
 
 #: The median observed |M_ij| the default steps were tuned at: the shipped video's (pixels in
 #: [0, 1]; its median observed entry is 114 / 255 = 0.447 on every seed of the experiment).
@@ -61,11 +62,11 @@ _METHODS = ("alternating", *DEFAULT_STEPS)
 #: lambda by method: small for the default solver (it only regularizes V where a column is
 #: seen fewer than r times, and any larger value pulls U V towards 0 off Omega); the
 #: paper's video experiment's 1e-3 for the paper's methods, whose steps were chosen with it.
-DEFAULT_LAM = {"alternating": 1e-6, **dict.fromkeys(DEFAULT_STEPS, 1e-3)}
+DEFAULT_LAM = MappingProxyType({"alternating": 1e-6, **dict.fromkeys(DEFAULT_STEPS, 1e-3)})
 
 #: The stopping rule's default tolerance and the default maximum passes per method.
 DEFAULT_TOL = 1e-4
-DEFAULT_PASSES = {"alternating": 300, **dict.fromkeys(DEFAULT_STEPS, 4.0)}
+DEFAULT_PASSES = MappingProxyType({"alternating": 300, **dict.fromkeys(DEFAULT_STEPS, 4.0)})
 
 
 class RMCResult(NamedTuple):
