@@ -83,7 +83,7 @@ def dense_factor(x, t, reg, jac, shift, rho):
     rows, cols, _ = basis
     gram = reg.jacobian_gram(x, jac, basis)
     mat = (4.0 * t) * gram + jnp.diag(shift[rows, cols] + rho)
-    # Symmetric positive definite (rho > 0): Cholesky, measured 1.6-1.8x faster than LU.
+    # Symmetric positive definite (rho > 0): Cholesky.
     return jax.scipy.linalg.cho_factor(mat), basis
 
 

@@ -22,9 +22,9 @@ step exactly. Coordinates whose supports do not overlap are nearly decoupled,
 so this supplies curvature exactly where the Jacobian is singular.
 
 All quantities are r x r symmetric matrices indexed by the pair (c, j) = (l, j);
-one sweep over the columns c (on CPU a ``lax.map``: each column's (r, d) breakpoints
-stay in cache, measured 2.5x faster than one (r, r, d) array; on accelerators ``vmap``:
-one wide kernel instead of r small ones) finds, for every j, the first ``passes``
+one sweep over the columns c (on CPU a ``lax.map``, so that each column's (r, d)
+breakpoints stay in cache instead of one (r, r, d) array; on accelerators ``vmap``: one
+wide kernel instead of r small ones) finds, for every j, the first ``passes``
 breakpoints of column c moving along X[:, j] with their slope changes; the pair's walk
 then merges the two columns' lists (:func:`_merged_walk`). The breakpoints are computed from gaps
 formed in the input dtype and cast to ``work_dtype`` (float32 by default: a
