@@ -156,12 +156,16 @@ def soft(x: Array, t: Array) -> Array:
     return jnp.sign(x) * jnp.maximum(jnp.abs(x) - t, 0)
 
 
-def objective_parts(u: Array, s: Array, d: Observed) -> tuple[Array, Array]:
-    """(f(U, S), ||S||_1): F = f + mu ||S||_1."""
+def _checked(u: Array, s: Array, d: Observed, count: int, change: Array) -> Chunk:
+    """The :class:`Chunk` of (U, S): F's parts f(U, S) and ||S||_1 (F = f + mu ||S||_1)
+    and the residuals' median |M - U V| over Omega (``count`` entries), from one V."""
     pred = mm(u, v_columns(u, s, d).T)
     fit = (0.5 * jnp.sum((d.w * (pred - d.m0 + s)) ** 2)
            + 0.5 * d.lam * jnp.sum(((1 - d.w) * pred) ** 2))
-    return fit, jnp.sum(jnp.abs(s))
+    l1 = jnp.sum(jnp.abs(s))
+    scale = _median_observed(jnp.abs(d.m0 - pred), d.w, count)
+    finite = jnp.isfinite(fit) & jnp.isfinite(l1) & jnp.all(jnp.isfinite(u))
+    return Chunk(u, s, fit, l1, scale, change, finite)
 
 
 def step(u: Array, s: Array, mu: Array, t: Array, d: Observed) -> tuple[Array, Array, Array]:
@@ -199,10 +203,7 @@ def run_chunk(u: Array, s: Array, mu: Array, t: Array, d: Observed, *, steps: in
 
     zero = jnp.zeros((), u.dtype)
     u, s, change, _ = jax.lax.fori_loop(0, steps, body, (u, s, zero, jnp.zeros_like(s)))
-    fit, l1 = objective_parts(u, s, d)
-    scale = residual_scale(u, s, d, count)
-    finite = jnp.isfinite(fit) & jnp.isfinite(l1) & jnp.all(jnp.isfinite(u))
-    return Chunk(u, s, fit, l1, scale, change, finite)
+    return _checked(u, s, d, count, change)
 
 
 def _median_observed(x: Array, w: Array, count: int) -> Array:
@@ -210,12 +211,6 @@ def _median_observed(x: Array, w: Array, count: int) -> Array:
     flat = jnp.where(w > 0, x, jnp.inf).reshape(-1)
     low = -jax.lax.top_k(-flat, count // 2 + 1)[0]  # Omega's smallest half, in order
     return low[-1] if count % 2 else 0.5 * (low[-1] + low[-2])
-
-
-def residual_scale(u: Array, s: Array, d: Observed, count: int) -> Array:
-    """median |M_ij - (U V)_ij| over Omega (``count`` = |Omega| entries)."""
-    pred = mm(u, v_columns(u, s, d).T)
-    return _median_observed(jnp.abs(d.m0 - pred), d.w, count)
 
 
 @functools.partial(_compile.jit, options=_compile.TASK_COMPILER_OPTIONS,
@@ -241,9 +236,7 @@ def start(d: Observed, key: Array, *, rank: int, count: int) -> Chunk:
     left = jnp.linalg.svd(mm(q.T, kept), full_matrices=False)[0]
     u = mm(q, left[:, :rank])
     s = jnp.where(far, d.m0 - centre, 0)
-    fit, l1 = objective_parts(u, s, d)
-    finite = jnp.isfinite(fit) & jnp.isfinite(l1) & jnp.all(jnp.isfinite(u))
-    return Chunk(u, s, fit, l1, residual_scale(u, s, d, count), jnp.zeros_like(fit), finite)
+    return _checked(u, s, d, count, jnp.zeros((), u.dtype))
 
 
 @functools.partial(_compile.jit, options=_compile.TASK_COMPILER_OPTIONS)
@@ -283,36 +276,36 @@ def solve(d: Observed, key: Array, *, rank: int, count: int, mu: float | None, f
     host = functools.partial(_checks.as_dtype, dtype=dtype)
     first = start(d, key, rank=rank, count=count)
     u, s = first.u, first.s
+    fit, l1, scale = (float(v) for v in jax.device_get((first.fit, first.l1, first.scale)))
     adaptive = mu is None
-    mu_now = max(HUBER * float(first.scale), floor) if adaptive else mu
-    parts = (float(first.fit), float(first.l1))
+    mu_now = max(HUBER * scale, floor) if adaptive else mu
+    parts = (fit, l1)
     f_start = f_ref = parts[0] + mu_now * parts[1]
+    slack_unit = SLACK * float(np.finfo(dtype).eps)
     t, cuts, steps, change, failed, converged = 1.0, 0, 0, math.inf, False, False
     while steps < max_steps:
         out = run_chunk(u, s, host(mu_now), host(t), d, steps=CHUNK, count=count)
         steps += CHUNK
-        f_new = float(out.fit) + mu_now * float(out.l1)
-        slack = SLACK * float(np.finfo(dtype).eps) * abs(f_ref)
-        if not bool(out.finite) or f_new > f_ref + slack:
+        fit, l1, scale, new_change, finite = jax.device_get(  # one transfer
+            (out.fit, out.l1, out.scale, out.change, out.finite))
+        fit, l1, scale = float(fit), float(l1), float(scale)
+        if not bool(finite) or fit + mu_now * l1 > f_ref + slack_unit * abs(f_ref):
             cuts += 1  # undo the chunk, halve the step
             t *= 0.5
             if cuts > MAX_CUTS:
                 failed = True
                 break
             continue
-        u, s, change = out.u, out.s, float(out.change)
-        parts = (float(out.fit), float(out.l1))
+        u, s, change, parts = out.u, out.s, float(new_change), (fit, l1)
         if report is not None:
-            report(steps, change, mu_now, parts[0] + mu_now * parts[1])
+            report(steps, change, mu_now, fit + mu_now * l1)
         mu_next = mu_now
         if adaptive and change <= STAGE_TOL:  # the fit at this mu has settled: lower mu
-            mu_next = max(min(mu_now, HUBER * float(out.scale)), mu_now * DECAY, floor)
-        settled = mu_next >= mu_now * (1 - 1e-2)
-        if change <= tol and settled:
+            mu_next = max(min(mu_now, HUBER * scale), mu_now * DECAY, floor)
+        if change <= tol and mu_next >= mu_now * (1 - 1e-2):  # converged, mu settled
             converged = True
             break
-        if mu_next != mu_now:
-            mu_now = mu_next
-        f_ref = parts[0] + mu_now * parts[1]
+        mu_now = mu_next
+        f_ref = fit + mu_now * l1
     return Outcome(u, s, float(mu_now), steps, change, converged, failed, t,
                    f_start, parts[0] + float(mu_now) * parts[1])
