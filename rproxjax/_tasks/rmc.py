@@ -592,11 +592,9 @@ def _paper_method(matrix, obs, values, r, *, method, mu, lam, passes, batch_frac
             budget=passes,
             batch_fraction=batch_fraction, q=q, record_loss=bool(record_loss),
             progress=progress)
-    halted = np.asarray(res.history.halted)
-    f_end, f_start = float(objective), float(objective0)
-    failed = bool(halted.any()) or not np.isfinite(f_end) or f_end > f_start
+    failed = _paper_failure(res, objective, objective0) is not None
     return RMCResult(low_rank, outliers, res.params["U"], v, res.params["S"], objective,
-                     objective0, False, failed, math.nan, int(halted.shape[0]), res, method,
+                     objective0, False, failed, math.nan, len(res.history.halted), res, method,
                      float(eta),
                      float(step_scale), u_scale, magnitude, mu, lam, r, prob)
 
@@ -662,23 +660,29 @@ def _raise_if_failed(result: RMCResult) -> None:
                           f"{result.mu:.3g} still falling): pass a larger passes=, or "
                           "throw=False to silence this.", RuntimeWarning, stacklevel=3)
         return
-    hist = result.history
-    halted = np.asarray(hist.history.halted)
-    f_end, f_start = float(result.objective), float(result.initial_objective)
-    if halted.any():
-        why = (f"the run halted at step {int(np.argmax(halted))} (a non-finite gradient, "
-               "subproblem or objective)")
-    elif not np.isfinite(f_end):
-        why = f"the final objective is {f_end}"
-    elif f_end > f_start:
-        why = f"the objective rose from {f_start:.6g} to {f_end:.6g}"
-    else:
+    why = _paper_failure(result.history, result.objective, result.initial_objective)
+    if why is None:
         return
     _raise(result,
            f"robust_matrix_completion ({result.method}, eta {result.eta:g}, step_scale "
            f"{result.step_scale:g}): {why}; the step is too large for this data: pass a "
            "smaller eta (or step_scale), use the default method (method='alternating', "
            "which needs no step size), or throw=False to get the result anyway.")
+
+
+def _paper_failure(history: FitResult, objective, initial_objective) -> str | None:
+    """Why a run of the paper's methods failed (it halted, or ended non-finite or above
+    its start), or None."""
+    halted = np.asarray(history.history.halted)
+    f_end, f_start = float(objective), float(initial_objective)
+    if halted.any():
+        return (f"the run halted at step {int(np.argmax(halted))} (a non-finite gradient, "
+                "subproblem or objective)")
+    if not np.isfinite(f_end):
+        return f"the final objective is {f_end}"
+    if f_end > f_start:
+        return f"the objective rose from {f_start:.6g} to {f_end:.6g}"
+    return None
 
 
 def _raise(result: RMCResult, message: str) -> None:
