@@ -266,12 +266,12 @@ class Outcome(NamedTuple):
 
 
 def solve(d: Observed, key: Array, *, rank: int, count: int, mu: float | None, floor: float,
-          tol: float, max_steps: int, report=None) -> Outcome:
+          tol: float, max_steps: int, report=None, step_factor: float = 1.0) -> Outcome:
     """Runs chunks of :data:`CHUNK` steps until U V's relative change in a step is at most
     ``tol`` with mu settled (unchanged in the last chunk), or ``max_steps`` (rounded up to
     whole chunks) are spent. ``mu=None``: the residuals' rule (the module's docstring)
     bounded below by ``floor``. ``report(steps, change, mu, F)``, if given, is called after
-    every accepted chunk."""
+    every accepted chunk. ``step_factor``: the first t (1, the Newton step)."""
     dtype = d.m0.dtype
     host = functools.partial(_checks.as_dtype, dtype=dtype)
     first = start(d, key, rank=rank, count=count)
@@ -282,7 +282,7 @@ def solve(d: Observed, key: Array, *, rank: int, count: int, mu: float | None, f
     parts = (fit, l1)
     f_start = f_ref = parts[0] + mu_now * parts[1]
     slack_unit = SLACK * float(np.finfo(dtype).eps)
-    t, cuts, steps, change, failed, converged = 1.0, 0, 0, math.inf, False, False
+    t, cuts, steps, change, failed, converged = step_factor, 0, 0, math.inf, False, False
     while steps < max_steps:
         out = run_chunk(u, s, host(mu_now), host(t), d, steps=CHUNK, count=count)
         steps += CHUNK
