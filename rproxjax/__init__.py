@@ -33,7 +33,17 @@ from rproxjax._results import Status, describe
 from rproxjax._run.fit import FitResult, History, fit, pure_fit
 from rproxjax._run.monitor import EpochInfo
 from rproxjax._run.sweep import sweep
-from rproxjax._ssn.config import SSN, SSN_RTOL
+from rproxjax._ssn.config import (
+    CG,
+    SSN,
+    SSN_RTOL,
+    Adaptive,
+    AutoLinearSolver,
+    Dense,
+    PathSteps,
+    Reference,
+    Secant,
+)
 from rproxjax._ssn.solve import SubproblemInfo, default_tol, tangent_prox
 from rproxjax._tasks.rmc import RMCResult, robust_matrix_completion
 from rproxjax._tasks.spca import SparsePCAPath, SparsePCAResult, sparse_pca
@@ -54,6 +64,7 @@ __all__ = [
     "grassmann", "stiefel",
     # the subproblem
     "SSN", "Status", "SubproblemInfo", "default_tol", "describe", "tangent_prox",
+    "Adaptive", "AutoLinearSolver", "CG", "Dense", "PathSteps", "Reference", "Secant",
     # transformations and their states
     "Needs", "ProximalStepState", "RetractionState", "SarahState", "StepInfo",
     "SubgradientState", "SvrgState", "proximal_step", "retract", "sarah_estimator",

@@ -38,7 +38,7 @@ __all__ = ["ManPGState", "manpg"]
 _NEEDS = Needs(value_fn=True, full_batch=True)
 #: manpg's former keyword arguments, by the SSN field each sets.
 _OLD_NAMES = MappingProxyType({"linear_solver": "linear_solver", "ssn_max_steps": "max_steps",
-                               "ssn_method": "method"})
+                               "ssn_method": "rule"})
 
 
 class ManPGState(NamedTuple):
@@ -192,7 +192,7 @@ def manpg(gamma: ArrayLike, reg: Regularizer | None = None, *, tol: ArrayLike,
       retraction: retraction name.
       max_backtracks: most Armijo halvings (14 takes alpha below 1e-4).
       ssn: the subproblem solver's settings, :class:`rproxjax.SSN` (default ``SSN()``;
-        its ``tol`` is replaced by the schedule above). ``SSN(method="reference")``
+        its ``tol`` is replaced by the schedule above). ``SSN(rule="reference")``
         follows the reference ManPG code's iterates digit for digit.
       **deprecated: ``linear_solver``, ``ssn_max_steps`` and ``ssn_method``, the fields
         ``linear_solver``, ``max_steps`` and ``method`` of ``ssn``

@@ -126,7 +126,7 @@ def inverse_sqrt_schedule(init_value: ArrayLike, offset: int = 1,
 #: The optimizers' former keyword arguments, by the SSN field each sets.
 _OLD_NAMES = MappingProxyType({"ssn_tol": "tol", "ssn_rtol": "rtol",
                                "ssn_max_steps": "max_steps", "linear_solver": "linear_solver",
-                               "ssn_method": "method"})
+                               "ssn_method": "rule"})
 
 
 def _chain(name, *links):

@@ -28,8 +28,9 @@ D, R, B, Q, MU, GAMMA = 1024, 32, 200, 10, 0.2, 0.1
 #: optimizers' default then) and the first rule of loose solves (regularization
 #: 1e-4 min(||E||, 0.1) with the secant shift, a line search at every step, no Jacobi steps),
 #: warm-started from the previous multiplier's regularizer part.
-CAPTURE_SSN = rproxjax.SSN.stochastic(rtol=1e-2, loose_rho_scale=1e-4, loose_secant_shift=True,
-                                      unit_accept=0.0, jacobi_first=False, warm_start="lam_h")
+CAPTURE_SSN = rproxjax.SSN.stochastic(
+    rtol=1e-2, warm_start="lam_h", rule=rproxjax.Adaptive(jacobi_first=False, secant=rproxjax.Secant(
+        path=None, loose_rho_scale=1e-4, loose_shift=True, unit_accept=0.0)))
 
 
 def _data():
@@ -84,7 +85,7 @@ def test_loose_solves_of_degenerate_subproblems_take_few_steps(subproblems, rtol
     steps, fewest = [], []
     for x, v, lam_h in subproblems:
         zeta, info = rproxjax.tangent_prox(x, v, GAMMA, rproxjax.l1(MU), lam_h=lam_h,
-                                           ssn=rproxjax.SSN(rtol=rtol, method="adaptive"))
+                                           ssn=rproxjax.SSN(rtol=rtol, rule="adaptive"))
         assert bool(info.converged)
         steps.append(int(info.num_steps))
         y = np.asarray(x + zeta)

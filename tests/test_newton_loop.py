@@ -96,7 +96,7 @@ def test_a_warm_start_that_meets_the_test_takes_no_step(sequential):
     x, g, t = inst["x"], inst["g"], inst["t"]
     # The tight solution as the warm start: it meets the loose test at once.
     _, tight = rproxjax.tangent_prox(x, g, t, reg, lam=inst["lam0"], ssn=rproxjax.SSN(tol=1e-12))
-    ssn = rproxjax.SSN(rtol=0.1, method="adaptive", sequential_lanes=sequential)
+    ssn = rproxjax.SSN(rtol=0.1, rule="adaptive", sequential_lanes=sequential)
     solve = jax.jit(jax.vmap(
         lambda mu: rproxjax.tangent_prox(x, g, t, rproxjax.l1(mu), lam=tight.lam, ssn=ssn)))
     zeta, info = solve(jnp.full((2,), inst["mu"]))
@@ -111,7 +111,8 @@ def test_a_loose_step_that_meets_the_test_takes_no_line_search():
     # With full steps by their cut alone all but turned off (unit_accept tiny), a loose step is
     # still taken in full, evaluating E once (2 evaluations in a one-step call: the start and
     # the step), when it meets the stopping test; a line search would evaluate E twice more.
-    ssn = rproxjax.SSN.stochastic(unit_accept=1e-12)
+    ssn = rproxjax.SSN.stochastic(rule=rproxjax.Adaptive(
+        secant=rproxjax.Secant(path=None, unit_accept=1e-12)))
     full = searched = 0
     for r in (10, 15):
         for inst in load_instances(r, np.float64):
@@ -183,7 +184,7 @@ def _first_step_cosine(reg, inst, direction):
     y0, jac0, e0, n0 = _ssn_steps.residual(_problem(x, reg, t, tol, rtol), w0)
     if bool(_ssn_steps.meets_stopping_test(x, y0, n0, tol, rtol)):
         return None
-    ssn = rproxjax.SSN(rtol=rtol, max_steps=1, method="adaptive")
+    ssn = rproxjax.SSN(rtol=rtol, max_steps=1, rule="adaptive")
     _, info = rproxjax.tangent_prox(x, g, t, reg, lam=lam0, ssn=ssn)
     d = np.asarray(direction(x, t, jac0, e0, float(n0))).ravel()
     step = np.asarray(info.lam - lam0).ravel()
@@ -195,7 +196,7 @@ def test_a_loose_adaptive_solve_steps_along_the_jacobi_direction_first():
     # length the step rule takes, is parallel to -E_0 / (4t Ghat_0 + rho_0), computed here.
     def jacobi(x, t, jac, e, norm_e):
         reg = rproxjax.l1(0.0)  # jacobian_gram_diagonal reads the mask alone
-        rho = rproxjax.SSN().jacobi_rho_scale * min(norm_e, 0.1) + 4 * float(t) * 2.0**-52
+        rho = rproxjax.Adaptive().jacobi_rho_scale * min(norm_e, 0.1) + 4 * float(t) * 2.0**-52
         return -e / (4 * t * reg.jacobian_gram_diagonal(x, jac) + rho)
 
     cosines = [_first_step_cosine(rproxjax.l1(i["mu"]), i, jacobi)
@@ -217,7 +218,7 @@ def test_a_regularizer_without_the_gram_diagonal_gets_newton_steps():
     assert not hasattr(_L1WithoutDiagonal(0.1), "jacobian_gram_diagonal")
 
     def plain_newton(x, t, jac, e, norm_e):  # the adaptive rule's plain step, no shift
-        rho = rproxjax.SSN().plain_rho_scale * min(norm_e, 0.1) + 4 * float(t) * 2.0**-52
+        rho = rproxjax.Adaptive().plain_rho_scale * min(norm_e, 0.1) + 4 * float(t) * 2.0**-52
         reg = rproxjax.l1(0.0)  # jacobian_gram reads the mask alone
         return _newton.dense_direction(x, t, reg, jac, e, jnp.zeros_like(e), rho)[0]
 

@@ -23,7 +23,7 @@ def _run_manpg(ref, adaptive, steps, ssn_method="reference"):
     reg = rproxjax.l1(ref.mu)
     f = lambda x: -jnp.trace(x.T @ a @ x)  # noqa: E731
     opt = rproxjax.manpg(ref.t, reg, tol=1e-8 * 100 * 5, adaptive=adaptive,
-                         ssn=rproxjax.SSN(method=ssn_method))
+                         ssn=rproxjax.SSN(rule=ssn_method))
 
     @jax.jit
     def run(x0):
@@ -383,7 +383,7 @@ def test_subgradient_warm_start_saves_newton_steps_along_a_run():
                               ssn=rproxjax.SSN.stochastic(rtol=1e-2))
     loss = lambda p, b: jnp.mean(jax.vmap(problems.spca_loss, (None, 0))(p, b))  # noqa: E731
     step = jax.jit(lambda x, s, b: opt.update(jax.grad(loss)(x, b), s, x))
-    ssn = rproxjax.SSN(rtol=1e-2, method="adaptive")
+    ssn = rproxjax.SSN(rtol=1e-2, rule="adaptive")
     solve = jax.jit(lambda x, g, warm: rproxjax.tangent_prox(x, g, 0.1, reg, **warm, ssn=ssn))
     state = opt.init(x)
     rng = np.random.default_rng(0)

@@ -21,6 +21,11 @@ from rproxjax._ssn import steps as _ssn_steps
 from tests.subproblem_instances import load_instances
 
 
+def _secant(path_steps: bool) -> rproxjax.Secant:
+    """The secant rule with or without path steps."""
+    return rproxjax.Secant(path=rproxjax.PathSteps() if path_steps else None)
+
+
 def _brute_force_breakpoint(w, p, active, thr):
     best, where = np.inf, None
     for i in range(w.shape[0]):
@@ -149,7 +154,7 @@ def test_which_solves_take_path_steps():
     assert int(cg.num_breakpoints) == 0 < int(cg.num_linear_steps)
     loose = solve(rtol=rproxjax.SSN_RTOL)  # loose solves: regularized Newton steps
     assert int(loose.num_breakpoints) == 0
-    adaptive = solve(tol=1e-8, method="adaptive")
+    adaptive = solve(tol=1e-8, rule="adaptive")
     assert int(adaptive.num_breakpoints) == 0
     group = solve(reg=rproxjax.l21(inst["mu"]), tol=1e-8)  # no entrywise breakpoints
     assert int(group.num_breakpoints) == 0
@@ -158,7 +163,8 @@ def test_which_solves_take_path_steps():
     assert int(single.num_breakpoints) == 0  # float32 keeps the shifted steps
     single_path = rproxjax.tangent_prox(*(np.float32(a) for a in args), rproxjax.l1(inst["mu"]),
                                         lam=np.float32(inst["lam0"]),
-                                        ssn=rproxjax.SSN(path_float32=True))[1]
+                                        ssn=rproxjax.SSN(rule=rproxjax.Secant(
+                                            path=rproxjax.PathSteps(float32=True))))[1]
     assert int(single_path.num_breakpoints) > 0  # unless the settings ask for path steps
     off = solve(tol=1e-8, path_steps=False)
     assert int(off.num_breakpoints) == 0
@@ -173,7 +179,7 @@ def test_the_path_and_the_shifted_steps_reach_the_same_solutions():
     def solve(inst, path_steps=True):
         return rproxjax.tangent_prox(
             inst["x"], inst["g"], inst["t"], rproxjax.l1(inst["mu"]), lam=inst["lam0"],
-            ssn=rproxjax.SSN(tol=1e-11, max_steps=200, path_steps=path_steps))
+            ssn=rproxjax.SSN(tol=1e-11, max_steps=200, rule=_secant(path_steps)))
 
     paths = [solve(i) for i in instances]
     shifted = [solve(i, path_steps=False) for i in instances]
@@ -195,7 +201,7 @@ def test_cold_sparse_solves_take_no_more_steps_than_shifted_ones(mu):
     g = jax.random.normal(jax.random.key(1001), (200, 15), jnp.float64)
 
     def solve(path_steps=True):
-        ssn = rproxjax.SSN(tol=1e-10, path_steps=path_steps)
+        ssn = rproxjax.SSN(tol=1e-10, rule=_secant(path_steps))
         return rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(mu), ssn=ssn)
 
     zeta, info = solve()
@@ -213,12 +219,13 @@ def test_paths_cut_short_still_converge_to_the_solution(budget):
     # step, the last breakpoint, the completion along the last direction and the line search.
     instances = [i for i in load_instances(15, np.float64) if i["mu"] == 0.2][:4]
 
-    assert rproxjax.SSN().max_breaks == 16
+    assert rproxjax.PathSteps().max_breaks == 16
 
     def solve(inst, max_breaks=16):
         return rproxjax.tangent_prox(
             inst["x"], inst["g"], inst["t"], rproxjax.l1(inst["mu"]), lam=inst["lam0"],
-            ssn=rproxjax.SSN(tol=1e-10, max_breaks=max_breaks))
+            ssn=rproxjax.SSN(tol=1e-10, rule=rproxjax.Secant(
+                path=rproxjax.PathSteps(max_breaks=max_breaks))))
 
     default = [solve(i) for i in instances]
     short = [solve(i, max_breaks=budget) for i in instances]

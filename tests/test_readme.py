@@ -75,7 +75,7 @@ def _decreasing(losses):
 def test_readme_tasks(readme):
     spca, rmc, M = readme["spca"], readme["rmc"], readme["M"]
     assert abs(spca.nonzeros - 200) <= 4  # the path's target, within 2%
-    x = np.asarray(spca.components, np.float64)
+    x = np.asarray(spca.loadings, np.float64)
     assert x.shape == (784, 10) and np.linalg.norm(x.T @ x - np.eye(10)) < 1e-4
     assert spca.path is not None and 0.0 < float(spca.adjusted_variance) < 1.0
     assert rmc.low_rank.shape == M.shape == rmc.outliers.shape
@@ -104,7 +104,8 @@ def test_subproblem_page(subproblem_page):
     np.testing.assert_allclose(ns["dzeta_dmu"], diff, atol=1e-4 * float(jnp.max(jnp.abs(diff))))
     ssn, dense = ns["ssn"], ns["dense"]
     assert (ssn.method, float(ssn.rtol), ssn.max_steps) == ("adaptive", rproxjax.SSN_RTOL, 20)
-    assert (ssn.linear_solver, dense.linear_solver) == ("auto", "dense")
+    assert (ssn.linear_solver, dense.linear_solver) == (rproxjax.AutoLinearSolver(),
+                                                        rproxjax.Dense())
 
 
 def test_contract_page(contract_page):

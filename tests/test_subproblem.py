@@ -32,7 +32,7 @@ def test_first_ssn_call_reproduces_reference(ref, linear_solver, method):
     g = jnp.asarray(ref.grad(ref.X0))
     zeta, info = rproxjax.tangent_prox(x0, g, ref.t, rproxjax.l1(ref.mu),
                                        ssn=rproxjax.SSN(tol=np.sqrt(1e-11),
-                                                        linear_solver=linear_solver, method=method))
+                                                        linear_solver=linear_solver, rule=method))
     if method == "reference":
         assert int(info.num_steps) == 4  # the reference code's count
     else:
@@ -441,8 +441,8 @@ def test_bad_inputs_raise_clear_errors():
         rproxjax.tangent_prox(x, g, jnp.ones(2), reg)
     with pytest.raises(ValueError, match="float32 or float64"):
         rproxjax.tangent_prox(x.astype(jnp.float16), g.astype(jnp.float16), 0.5, reg)
-    with pytest.raises(ValueError, match="method must be one of"):
-        rproxjax.tangent_prox(x, g, 0.5, reg, ssn=rproxjax.SSN(method="newton"))
+    with pytest.raises(ValueError, match="rule must be one of"):
+        rproxjax.tangent_prox(x, g, 0.5, reg, ssn=rproxjax.SSN(rule="newton"))
     with pytest.raises(ValueError, match="lam_h must have shape"):
         rproxjax.tangent_prox(x, g, 0.5, reg, lam_h=jnp.zeros((3, 2)))
     with pytest.raises(ValueError, match="at most one warm start.*got lam and lam_h"):
@@ -455,8 +455,8 @@ def test_bad_inputs_raise_clear_errors():
         rproxjax.tangent_prox(x, g, 0.5, reg, subgradient=g.tolist())
     with pytest.raises(ValueError, match="rtol must be finite and >= 0"):
         rproxjax.tangent_prox(x, g, 0.5, reg, ssn=rproxjax.SSN(rtol=-1e-3))
-    with pytest.raises(ValueError, match="SSN.method must be one of"):
-        rproxjax.r_prox_sgd(0.1, 0.1, reg, ssn=rproxjax.SSN.stochastic(method="newton"))
+    with pytest.raises(ValueError, match="SSN.rule must be one of"):
+        rproxjax.r_prox_sgd(0.1, 0.1, reg, ssn=rproxjax.SSN.stochastic(rule="newton"))
 
 
 @pytest.mark.parametrize("method", [pytest.param("secant", marks=pytest.mark.slow), "adaptive",
@@ -466,19 +466,19 @@ def test_lam_h_warm_start_equals_the_shifted_multiplier(method):
     # tangent_prox(lam_h=...) is tangent_prox(lam=lam_h + sym(X^T G) / 2).
     x, g = _instance(10, 30, 4)
     reg = rproxjax.l1(0.3)
-    zeta, info = rproxjax.tangent_prox(x, g, 0.5, reg, ssn=rproxjax.SSN(method=method))
+    zeta, info = rproxjax.tangent_prox(x, g, 0.5, reg, ssn=rproxjax.SSN(rule=method))
     a = x.T @ g
     np.testing.assert_allclose(info.lam_h, info.lam - 0.25 * (a + a.T), atol=1e-14)
     zeta2, info2 = rproxjax.tangent_prox(x, g, 0.5, reg, lam_h=info.lam_h,
-                                         ssn=rproxjax.SSN(method=method))
+                                         ssn=rproxjax.SSN(rule=method))
     assert int(info2.num_steps) == 0
     np.testing.assert_allclose(zeta2, zeta, atol=1e-13)
     g_new = g + 0.1 * jax.random.normal(jax.random.key(11), g.shape)
     b = x.T @ g_new
     z_h, i_h = rproxjax.tangent_prox(x, g_new, 0.5, reg, lam_h=info.lam_h,
-                                     ssn=rproxjax.SSN(method=method, max_steps=1))
+                                     ssn=rproxjax.SSN(rule=method, max_steps=1))
     z_l, i_l = rproxjax.tangent_prox(x, g_new, 0.5, reg, lam=info.lam_h + 0.25 * (b + b.T),
-                                     ssn=rproxjax.SSN(method=method, max_steps=1))
+                                     ssn=rproxjax.SSN(rule=method, max_steps=1))
     np.testing.assert_allclose(z_h, z_l, atol=1e-12)
 
 
@@ -528,18 +528,18 @@ def test_subgradient_warm_start_is_the_multiplier_at_the_new_point(method):
     # iterates as lam=Lambda_0, and the same solution as a cold start.
     x, g = _instance(22, 30, 4)
     reg = rproxjax.l1(0.3)
-    zeta, info = rproxjax.tangent_prox(x, g, 0.5, reg, ssn=rproxjax.SSN(method=method))
+    zeta, info = rproxjax.tangent_prox(x, g, 0.5, reg, ssn=rproxjax.SSN(rule=method))
     x_new = stiefel.retract(x, 0.3 * zeta)
     g_new = g + 0.1 * jax.random.normal(jax.random.key(12), g.shape)
     a = x_new.T @ (g_new + info.subgradient)
     for max_steps in (0, 1, 100):
         z_s, i_s = rproxjax.tangent_prox(x_new, g_new, 0.5, reg, subgradient=info.subgradient,
-                                         ssn=rproxjax.SSN(method=method, max_steps=max_steps))
+                                         ssn=rproxjax.SSN(rule=method, max_steps=max_steps))
         z_l, i_l = rproxjax.tangent_prox(x_new, g_new, 0.5, reg, lam=0.25 * (a + a.T),
-                                         ssn=rproxjax.SSN(method=method, max_steps=max_steps))
+                                         ssn=rproxjax.SSN(rule=method, max_steps=max_steps))
         np.testing.assert_allclose(z_s, z_l, atol=1e-12)
         assert int(i_s.num_steps) == int(i_l.num_steps)
-    cold, _ = rproxjax.tangent_prox(x_new, g_new, 0.5, reg, ssn=rproxjax.SSN(method=method))
+    cold, _ = rproxjax.tangent_prox(x_new, g_new, 0.5, reg, ssn=rproxjax.SSN(rule=method))
     assert bool(i_s.converged)
     np.testing.assert_allclose(z_s, cold, atol=1e-9)
 

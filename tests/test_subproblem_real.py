@@ -21,7 +21,7 @@ def _solver(tol, linear_solver="dense", method="secant", max_steps=100):
     @jax.jit
     def solve(x, g, t, mu, start):
         warm = {"lam_h": start} if method == "secant" else {"lam": start}
-        ssn = rproxjax.SSN(tol=tol, method=method, linear_solver=linear_solver,
+        ssn = rproxjax.SSN(tol=tol, rule=method, linear_solver=linear_solver,
                            max_steps=max_steps)
         return rproxjax.tangent_prox(x, g, t, rproxjax.l1(mu), **warm, ssn=ssn)
 
@@ -77,7 +77,7 @@ def test_adaptive_rule_at_the_stochastic_tolerance(r):
         @jax.jit
         def solve(x, g, t, mu, start):
             return rproxjax.tangent_prox(x, g, t, rproxjax.l1(mu), lam_h=start,
-                                         ssn=rproxjax.SSN(rtol=rtol, method=method,
+                                         ssn=rproxjax.SSN(rtol=rtol, rule=method,
                                                           linear_solver="dense"))
         return solve
 
@@ -159,7 +159,7 @@ def test_t_mu_above_every_entry_is_solved_not_collapsed(mu):
     assert float(stiefel.feasibility(stiefel.retract(x, zeta))) < 1e-12
     assert np.all(np.count_nonzero(np.asarray(x + zeta), axis=0) > 0)
     zeta_ref, info_ref = rproxjax.tangent_prox(x, g, 0.5, reg,
-                                               ssn=rproxjax.SSN(method="reference", max_steps=20))
+                                               ssn=rproxjax.SSN(rule="reference", max_steps=20))
     if int(info_ref.status) == rproxjax.Status.SUCCESSFUL:  # recovered: a true solution
         np.testing.assert_allclose(zeta_ref, zeta, atol=1e-8)
     else:  # flagged, and no step that would leave the manifold
@@ -189,12 +189,12 @@ def test_the_optimizers_warm_start_at_tol_1e8_and_at_ssn_rtol(r):
     # steps (2.19 / 3.28, max 7 / 10, with shifted steps; benchmarks/results/
     # subproblem_real.md); at the stochastic optimizers' SSN_RTOL the adaptive rule takes
     # 0.19 / 0.25 (max 1), near the tight solutions.
-    tight = _from_subgradient(r, np.float64, tol=1e-8, method="secant")
+    tight = _from_subgradient(r, np.float64, tol=1e-8, rule="secant")
     steps = np.array([int(info.num_steps) for _, info in tight])
     assert all(bool(info.converged) for _, info in tight)
     assert steps.max() <= 10 and steps.mean() <= 3.0, steps
     assert sum(int(info.num_breakpoints) for _, info in tight) > 0  # path steps taken
-    loose = _from_subgradient(r, np.float64, rtol=rproxjax.SSN_RTOL, method="adaptive")
+    loose = _from_subgradient(r, np.float64, rtol=rproxjax.SSN_RTOL, rule="adaptive")
     steps = np.array([int(info.num_steps) for _, info in loose])
     assert all(bool(info.converged) for _, info in loose)
     assert steps.max() <= 2 and steps.mean() <= 0.5, steps
@@ -210,8 +210,8 @@ def test_solutions_at_tol_1e8_are_within_1e8_of_the_solution(r):
     # degenerate subproblems it can be hundreds of times ||E|| (a first version of the path
     # steps, without the secant shift, ended 1e-6 away). Measured: 2.0e-9 / 4.4e-9 at
     # r = 10 / 15. Reference: the CG path (shifted steps, an independent iteration) to 1e-12.
-    ours = _from_subgradient(r, np.float64, tol=1e-8, method="secant")
-    ref = _from_subgradient(r, np.float64, tol=1e-12, method="secant", linear_solver="cg",
+    ours = _from_subgradient(r, np.float64, tol=1e-8, rule="secant")
+    ref = _from_subgradient(r, np.float64, tol=1e-12, rule="secant", linear_solver="cg",
                             max_steps=500)
     for (zeta, info), (zeta_ref, info_ref) in zip(ours, ref, strict=True):
         assert bool(info.converged) and bool(info_ref.converged)

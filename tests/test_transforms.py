@@ -133,7 +133,7 @@ def test_step_info_and_needs_are_found_through_chains():
 def test_transforms_compose_into_the_named_optimizers(data):
     """r_prox_spb is chain(sarah_estimator, proximal_step, retract): built by hand, same run."""
     reg = rproxjax.l1(0.2)
-    ssn = rproxjax.SSN(rtol=rproxjax.SSN_RTOL, method="adaptive")
+    ssn = rproxjax.SSN(rtol=rproxjax.SSN_RTOL, rule="adaptive")
     by_hand = optax.chain(rproxjax.sarah_estimator(4), rproxjax.proximal_step(0.2, reg, ssn=ssn),
                           rproxjax.retract(0.5))
     a = _fit(by_hand, data)

@@ -9,7 +9,7 @@ The secant rule's step solves (4t Gram + diag(R) + rho I) D = -E_0 once (R the c
 secant shift, :mod:`rproxjax._ssn.secant`) and moves along D as if the active set stayed fixed.
 Where entries cross their thresholds on the way, that line is wrong after the first
 crossing: the exact line search then stops near the first breakpoint and the solve changes
-about one entry per Newton step (MNIST r = 15, mu = 0.2: 7.4 steps a call at tol 1e-8).
+about one entry per Newton step.
 
 The path step follows instead the homotopy E(Lambda(s)) = (1 - s) E_0, s from 0 to 1: on
 each piece Lambda moves along D_k = -M_k^{-1} E_0, M_k = M_0 +- the rank-one changes of the
@@ -17,20 +17,21 @@ entries crossed so far and M_0 = 4t Gram(mask_0) + diag(R) + rho I, up to the fi
 that crosses its threshold (a ratio test over the d x r entries,
 :meth:`rproxjax.L1.first_breakpoint`). The crossing entry is toggled and M_k updated by
 Sherman-Morrison in product form (one Cholesky solve with the step's factor and O(k m) work,
-m = r(r+1)/2, plus a d r^2 product per breakpoint), until s reaches 1 or ``ssn.max_breaks``
-crossings; a downdate that would make M_k (nearly) singular ends the path there. Where the
-budget runs out, the rest of the step (1 - s) is taken along the last direction as well.
-The shift keeps the step's pieces well conditioned: with a regularization alone (rho up to
-1e-4 min(||E||, 0.1)) the path ended on pieces whose Gram matrix has eigenvalues near 1e-14,
-where ||E|| <= 1e-8 left zeta up to 1e-6 from the solution (1171 ||E||; 4e-9 with the
-shift, as with the shifted steps). Candidates: the full Newton step (taken without a path
-where it cuts ||E|| by ``ssn.path_accept`` or ends the solve), the path's end point, its
-completion when cut short, and where none of these halves ||E|| (``ssn.path_progress``) the exact
-line search along the first direction (the secant rule's step); the one with the smallest
-||E|| is the step.
+m = r(r+1)/2, plus a d r^2 product per breakpoint), until s reaches 1 or :attr:`PathSteps.max_breaks`
+crossings; a downdate that would make M_k (nearly) singular ends the path there. Where
+the budget runs out, the rest of the step (1 - s) is taken along the last direction as well.
+The secant shift R keeps the step's pieces well conditioned (a regularization alone can
+leave the path on pieces whose Gram matrix is numerically singular, where a small ||E||
+does not bound zeta's error). Candidates: the full Newton step (taken without a path where
+it cuts ||E|| by :attr:`PathSteps.accept` or ends the solve), the path's end point, its
+completion when cut short, and where none of these cuts ||E|| by
+:attr:`PathSteps.progress` the exact line search along the first direction (the secant
+rule's step); the one with the smallest ||E|| is the step.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -39,6 +40,9 @@ from jax import lax
 
 from rproxjax._linalg import mm
 from rproxjax._ssn import linear as _linear
+from rproxjax._ssn.config import PathSteps
+from rproxjax._ssn.records import Iterate, Problem, Residual, residual, stops
+from rproxjax._typing import Array
 
 
 def _rank_one_vector(x, index, basis):
@@ -51,9 +55,49 @@ def _rank_one_vector(x, index, basis):
     return scale * (jnp.where(rows == c, xi[cols], 0.0) + jnp.where(cols == c, xi[rows], 0.0))
 
 
-def _path(x, t, reg, factor, basis, w, active, coords0, rhs, max_breaks):
-    """Follows the homotopy from (W, mask) along D_0 = unvech(coords0); returns
-    (s reached, W at s, Lambda increment at s, last coords, entries toggled)."""
+class PathState(NamedTuple):
+    """The homotopy's loop state, from breakpoint to breakpoint."""
+
+    k: Array  #: breakpoints met (int32)
+    toggled: Array  #: entries toggled, i.e. rank-one updates kept (int32)
+    s: Array  #: the homotopy parameter reached, in [0, 1]
+    w: Array  #: W at s
+    dlam: Array  #: Lambda's increment at s
+    active: Array  #: the active mask of the current piece (d x r, bool)
+    coords: Array  #: the current direction D_k in vech coordinates
+    vectors: Array  #: the Sherman-Morrison vectors v_j = M_{j-1}^{-1} b_j, (max_breaks, m)
+    coefs: Array  #: their coefficients kappa_j / (1 + kappa_j b_j^T v_j), (max_breaks,)
+    done: Array  #: s reached 1, or a downdate would make M_k (nearly) singular
+
+
+class PathEnd(NamedTuple):
+    """Where the homotopy stopped."""
+
+    s: Array  #: the parameter reached (1 unless cut short)
+    w: Array  #: W at s
+    dlam: Array  #: Lambda's increment at s
+    coords: Array  #: the last direction, vech coordinates
+    toggled: Array  #: entries toggled (int32)
+
+
+class Candidate(NamedTuple):
+    """A candidate next iterate: Lambda, W and the residual there."""
+
+    lam: Array
+    w: Array
+    res: Residual
+
+
+class PathResult(NamedTuple):
+    """What :func:`path_step` returns."""
+
+    iterate: Iterate
+    breakpoints: Array  #: entries toggled along the path (int32)
+    evaluations: Array  #: evaluations of E (int32)
+
+
+def _path(x, t, reg, factor, basis, w, active, coords0, rhs, max_breaks) -> PathEnd:
+    """Follows the homotopy from (W, mask) along D_0 = unvech(coords0)."""
     r = x.shape[-1]
     m = coords0.shape[0]
     dtype = x.dtype
@@ -63,100 +107,94 @@ def _path(x, t, reg, factor, basis, w, active, coords0, rhs, max_breaks):
         d = _linear.unvech(coords, basis, r)
         return d, (2.0 * t) * mm(x, d)
 
-    def cond(c):
-        k, _, s, *_, done = c
-        return (k < max_breaks) & ~done
+    def cond(c: PathState):
+        return (c.k < max_breaks) & ~c.done
 
-    def body(c):
-        k, n, s, w, dlam, act, coords, vs, coefs, done = c
-        d, p = direction(coords)
-        tau, index = reg.first_breakpoint(w, p, act, t)
-        reach = s + tau >= 1.0
-        step = jnp.where(reach, 1.0 - s, tau)
-        w = w + step * p
-        dlam = dlam + step * d
-        s = s + step
+    def body(c: PathState) -> PathState:
+        d, p = direction(c.coords)
+        tau, index = reg.first_breakpoint(c.w, p, c.active, t)
+        reach = c.s + tau >= 1.0
+        step = jnp.where(reach, 1.0 - c.s, tau)
         # Toggle the crossing entry; M_k = M_{k-1} + sigma 4t b b^T by Sherman-Morrison:
         # v = M_{k-1}^{-1} b from the step's factor and the earlier updates.
-        flat = act.reshape(-1)
+        flat = c.active.reshape(-1)
         sigma = jnp.where(flat[index], -1.0, 1.0).astype(dtype)
         b = _rank_one_vector(x, index, basis)
-        v = jax.scipy.linalg.cho_solve(factor, b) - mm(vs.T, coefs * mm(vs, b))
+        v = jax.scipy.linalg.cho_solve(factor, b) - mm(c.vectors.T, c.coefs * mm(c.vectors, b))
         kappa = (4.0 * t) * sigma
         denom = 1.0 + kappa * jnp.sum(b * v)
         # A downdate that would make M_k (nearly) singular ends the path at the breakpoint.
         ok = ~reach & jnp.isfinite(denom) & (denom > 16.0 * eps * (1.0 + jnp.abs(denom - 1.0)))
         coef = jnp.where(ok, kappa / jnp.where(ok, denom, 1.0), 0.0)
-        vs = vs.at[k].set(jnp.where(ok, v, 0.0))
-        coefs = coefs.at[k].set(coef)
-        coords = coords - coef * v * jnp.sum(v * rhs)
-        act = jnp.where(ok, flat.at[index].set(~flat[index]), flat).reshape(act.shape)
-        return k + 1, n + ok, s, w, dlam, act, coords, vs, coefs, reach | ~ok
+        return PathState(
+            k=c.k + 1, toggled=c.toggled + ok, s=c.s + step, w=c.w + step * p,
+            dlam=c.dlam + step * d,
+            active=jnp.where(ok, flat.at[index].set(~flat[index]), flat).reshape(c.active.shape),
+            coords=c.coords - coef * v * jnp.sum(v * rhs),
+            vectors=c.vectors.at[c.k].set(jnp.where(ok, v, 0.0)),
+            coefs=c.coefs.at[c.k].set(coef), done=reach | ~ok)
 
     zero = jnp.zeros((), dtype)
-    init = (jnp.int32(0), jnp.int32(0), zero, w, jnp.zeros((r, r), dtype), active, coords0,
-            jnp.zeros((max_breaks, m), dtype), jnp.zeros((max_breaks,), dtype),
-            jnp.bool_(False))
-    _, n, s, w, dlam, _, coords, _, _, _ = lax.while_loop(cond, body, init)
-    return s, w, dlam, coords, n
+    init = PathState(k=jnp.int32(0), toggled=jnp.int32(0), s=zero, w=w,
+                     dlam=jnp.zeros((r, r), dtype), active=active, coords=coords0,
+                     vectors=jnp.zeros((max_breaks, m), dtype),
+                     coefs=jnp.zeros((max_breaks,), dtype), done=jnp.bool_(False))
+    out = lax.while_loop(cond, body, init)
+    return PathEnd(out.s, out.w, out.dlam, out.coords, out.toggled)
 
 
-def _smallest(a, b):
-    """Of two candidates (Lambda, W, (Y, jac, E, ||E||)), the one with the smaller ||E||
-    (``a`` on ties and NaN)."""
-    take_b = b[2][3] < a[2][3]
+def _smallest(a: Candidate, b: Candidate) -> Candidate:
+    """Of two candidates, the one with the smaller ||E|| (``a`` on ties and NaN)."""
+    take_b = b.res.norm_e < a.res.norm_e
     return jax.tree.map(lambda u, v: jnp.where(take_b, v, u), a, b)
 
 
-def path_step(x, t, reg, lam, w, y, jac, e, norm_e, shift, rho, residual, stops,
-              line_search, ssn):
-    """One path step from (Lambda, W, Y, jac, E, ||E||) with the diagonal shift R
-    (``shift``, r x r) and regularization ``rho``; returns (Lambda, W, Y, jac, E, ||E||,
-    breakpoints, E evaluations). ``residual(w)`` gives (Y, jac, E, ||E||), ``stops(y,
-    norm_e)`` the solve's stopping test and ``line_search(w, y, e, d, p)`` the exact line
-    search's step length along D (P = 2t X D); ``ssn`` the settings (:class:`SSN`)."""
+def path_step(p: Problem, it: Iterate, shift, rho, path: PathSteps, line_search) -> PathResult:
+    """One path step from the iterate ``it`` of problem ``p`` with the diagonal shift R
+    (``shift``, r x r), regularization ``rho`` and the settings ``path``;
+    ``line_search(w, y, e, d, p)`` gives the exact line search's step length along D
+    (P = 2t X D)."""
+    x, t, reg = p.x, p.t, p.reg
     r = x.shape[-1]
-    factor, basis = _linear.dense_factor(x, t, reg, jac, shift, rho)
-    rhs = -_linear.vech(e, basis)
+    factor, basis = _linear.dense_factor(x, t, reg, it.jac, shift, rho)
+    rhs = -_linear.vech(it.e, basis)
     coords = jax.scipy.linalg.cho_solve(factor, rhs)
     d = _linear.unvech(coords, basis, r)
-    p = (2.0 * t) * mm(x, d)
-    at_one = residual(w + p)
-    full = (at_one[3] <= ssn.path_accept * norm_e) | stops(at_one[0], at_one[3])
+    step = (2.0 * t) * mm(x, d)
+    res_one = residual(p, it.w + step)
+    full = ((res_one.norm_e <= path.accept * it.norm_e)
+            | stops(p, res_one.y, res_one.norm_e))
+
+    def at_one():
+        return Candidate(it.lam + d, it.w + step, res_one)
 
     def follow():
-        # jac is the 0/1 mask of the active entries (l1).
-        s, w_s, dlam, coords_s, k = _path(x, t, reg, factor, basis, w, jac > 0, coords, rhs,
-                                          ssn.max_breaks)
-        best = _smallest((lam + d, w + p, at_one), (lam + dlam, w_s, residual(w_s)))
+        # it.jac is the 0/1 mask of the active entries (l1).
+        end = _path(x, t, reg, factor, basis, it.w, it.jac > 0, coords, rhs, path.max_breaks)
+        best = _smallest(at_one(), Candidate(it.lam + end.dlam, end.w, residual(p, end.w)))
 
         def complete():
             # Cut short (s < 1): the remaining 1 - s along the last direction as well.
-            d_s = _linear.unvech(coords_s, basis, r)
-            w_end = w_s + (1.0 - s) * (2.0 * t) * mm(x, d_s)
-            end = (lam + dlam + (1.0 - s) * d_s, w_end, residual(w_end))
-            return _smallest(best, end), jnp.int32(3)
+            d_s = _linear.unvech(end.coords, basis, r)
+            w_end = end.w + (1.0 - end.s) * (2.0 * t) * mm(x, d_s)
+            rest = Candidate(it.lam + end.dlam + (1.0 - end.s) * d_s, w_end, residual(p, w_end))
+            return _smallest(best, rest), jnp.int32(3)
 
-        best, evals = lax.cond(s < 1.0, complete, lambda: (best, jnp.int32(2)))
+        best, evals = lax.cond(end.s < 1.0, complete, lambda: (best, jnp.int32(2)))
 
         def searched():
             # The exact line search on the dual along the first direction, as the secant
-            # rule's steps do, where no candidate lowers ||E|| by PATH_PROGRESS: a path cut
-            # short after a small s (cold starts of sparse problems, where the 16 crossings
-            # came within s = 0.001-0.05) lowered it by a hair, and accepting that made such
-            # solves take 3-6x the steps of shifted steps.
-            step = line_search(w, y, e, d, p)
-            at = (lam + step * d, w + step * p, residual(w + step * p))
+            # rule's steps do, where no candidate lowers ||E|| by ``path.progress``.
+            s = line_search(it.w, it.y, it.e, d, step)
+            at = Candidate(it.lam + s * d, it.w + s * step, residual(p, it.w + s * step))
             return _smallest(best, at), evals + 1
 
-        best, evals = lax.cond(best[2][3] < ssn.path_progress * norm_e, lambda: (best, evals),
-                               searched)
-        return best, k, evals
+        best, evals = lax.cond(best.res.norm_e < path.progress * it.norm_e,
+                               lambda: (best, evals), searched)
+        return best, end.toggled, evals
 
     def take_full():
-        return (lam + d, w + p, at_one), jnp.int32(0), jnp.int32(1)
+        return at_one(), jnp.int32(0), jnp.int32(1)
 
-    (lam, w, (y, jac, e, norm_e)), k, evals = lax.cond(full, take_full, follow)
-    return lam, w, y, jac, e, norm_e, k, evals
-
-
+    best, toggled, evals = lax.cond(full, take_full, follow)
+    return PathResult(Iterate.at(best.lam, best.w, best.res), toggled, evals)

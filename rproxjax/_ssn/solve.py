@@ -34,7 +34,7 @@ from rproxjax._linalg import mm
 from rproxjax._results import Status
 from rproxjax._ssn import implicit as _implicit
 from rproxjax._ssn import steps as _steps
-from rproxjax._ssn.config import METHODS, SSN, with_deprecated
+from rproxjax._ssn.config import METHODS, SSN, AutoLinearSolver, with_deprecated
 from rproxjax._typing import Array, ArrayLike, DTypeLike, Regularizer
 
 __all__ = ["METHODS", "SSN", "SubproblemInfo", "default_tol", "tangent_prox"]
@@ -554,17 +554,17 @@ def tangent_prox(
 
 #: tangent_prox's former keyword arguments, by the SSN field each sets.
 _OLD_NAMES = MappingProxyType({"tol": "tol", "rtol": "rtol", "max_steps": "max_steps",
-                               "linear_solver": "linear_solver", "method": "method"})
+                               "linear_solver": "linear_solver", "method": "rule"})
 
 
 def resolve(ssn: SSN, r: int, dtype, eager: bool = False) -> SSN:
     """``ssn`` for one solve of rank ``r`` in ``dtype``: ``tol=None`` made
     :func:`default_tol`, the tolerances arrays of ``dtype`` (``eager``: by transfers, see
-    :func:`rproxjax._checks.as_dtype`), ``"auto"`` the linear solver it picks."""
+    :func:`rproxjax._checks.as_dtype`), an :class:`AutoLinearSolver` the solver it picks."""
     tol = default_tol(dtype) if ssn.tol is None else ssn.tol
     solver = ssn.linear_solver
-    if solver == "auto":
-        solver = "cg" if r >= ssn.cg_threshold else "dense"
+    if isinstance(solver, AutoLinearSolver):
+        solver = solver.select(r)
     return ssn.replace(tol=_checks.as_dtype(tol, dtype, eager),
                        rtol=_checks.as_dtype(ssn.rtol, dtype, eager), linear_solver=solver)
 

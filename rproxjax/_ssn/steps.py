@@ -23,7 +23,6 @@ static settings, ``escalated`` the adaptive rule's per-call flag.
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -32,8 +31,17 @@ from jax import lax
 from rproxjax._linalg import mm
 from rproxjax._ssn import linear as _linear
 from rproxjax._ssn import path as _path
-from rproxjax._ssn.config import SSN
-from rproxjax._typing import Array, PyTree, Regularizer
+from rproxjax._ssn.config import CG, SSN, Adaptive, Reference, Secant
+from rproxjax._ssn.records import (  # noqa: F401 - the step functions' vocabulary
+    Iterate,
+    Problem,
+    Residual,
+    StepResult,
+    counts,
+    meets_stopping_test,
+    residual,
+    stops,
+)
 
 # The reference rule's backtracking (its code's constants): s = 1, halved while ||E||^2
 # does not fall by (1 - 1e-3 s), down to s = 1e-3.
@@ -41,86 +49,9 @@ _LS_SLOPE = 1e-3
 _LS_MIN = 1e-3
 
 
-class Problem(NamedTuple):
-    """One solve's data, fixed over its Newton loop."""
-
-    x: Array  #: the point, d x r
-    xt: Array  #: X^T, materialized once
-    t: Array  #: the step t > 0
-    reg: Regularizer  #: the regularizer (a pytree)
-    tol: Array  #: absolute tolerance on ||E||_F
-    rtol: Array  #: relative tolerance (times ||zeta||_F)
-
-
-class Residual(NamedTuple):
-    """The prox and the dual residual at a prox argument W."""
-
-    y: Array  #: Y = prox_{t h}(W)
-    jac: PyTree  #: the prox's generalized Jacobian at W (an array for l1, a tuple for l21)
-    e: Array  #: E = X^T Y + Y^T X - 2I
-    norm_e: Array  #: ||E||_F
-
-
-class Iterate(NamedTuple):
-    """A Newton iterate: the multiplier, its prox argument and the residual there."""
-
-    lam: Array
-    w: Array
-    y: Array
-    jac: PyTree
-    e: Array
-    norm_e: Array
-
-    @classmethod
-    def at(cls, lam, w, res: Residual) -> Iterate:
-        return cls(lam, w, *res)
-
-
-class StepResult(NamedTuple):
-    """What a step returns."""
-
-    escalated: Array  #: the adaptive rule's flag after the step
-    iterate: Iterate
-    counts: Array  #: (CG iterations, path breakpoints), int32
-    evaluations: Array  #: evaluations of E, int32
-    #: :func:`stops` at the new iterate, or ``None`` (the loop then tests it): the secant
-    #: and path steps give it (the former has it for its full step)
-    stops: Array | None = None
-
-
-def counts(cg_iterations, breakpoints=0):
-    """A step's inner iterations: (CG iterations, path breakpoints), int32."""
-    return jnp.stack([jnp.asarray(cg_iterations, jnp.int32), jnp.asarray(breakpoints, jnp.int32)])
-
-
-def meets_stopping_test(x, y, norm_e, tol, rtol):
-    """The stopping test ||E|| <= tol + (rtol + eps) ||Y - X||_F (zeta = Y - X).
-
-    eps ||zeta||_F (eps of the dtype) is the rounding level of E = X^T zeta + zeta^T X: an
-    absolute ``tol`` below it cannot be met and still ends the solve. A non-finite ||E||
-    or bound never passes.
-    """
-    eps = jnp.finfo(norm_e.dtype).eps
-    bound = tol + (rtol + eps) * jnp.sqrt(jnp.sum((y - x) ** 2))
-    return jnp.isfinite(norm_e) & jnp.isfinite(bound) & (norm_e <= bound)
-
-
-def stops(p: Problem, y, norm_e):
-    """:func:`meets_stopping_test` of problem ``p``."""
-    return meets_stopping_test(p.x, y, norm_e, p.tol, p.rtol)
-
-
-def residual(p: Problem, w) -> Residual:
-    """The prox and residual at the prox argument W."""
-    y, jac = p.reg.prox_jacobian(w, p.t)
-    xty = mm(p.xt, y)
-    e = xty + xty.T - 2.0 * jnp.eye(p.x.shape[-1], dtype=p.x.dtype)
-    return Residual(y, jac, e, jnp.sqrt(jnp.sum(e * e)))
-
-
 def uses_cg(ssn: SSN) -> bool:
     """Whether the Newton systems are solved by CG (``ssn.linear_solver`` resolved)."""
-    return ssn.linear_solver == "cg"
+    return isinstance(ssn.linear_solver, CG)
 
 
 def direction(p: Problem, ssn: SSN, it: Iterate, shift, rho):
@@ -199,15 +130,17 @@ def exact_line_search(reg, t, w, y, e, d, p, passes):
 
 def _secant_direction(p: Problem, ssn: SSN, escalated, it: Iterate, loose):
     """The direction of one :func:`secant_step` (its docstring says which): (D, CG its)."""
-    adaptive = ssn.method == "adaptive"
+    rule = ssn.rule
+    adaptive = isinstance(rule, Adaptive)
+    sec = rule.secant if adaptive else rule
     x, t, reg = p.x, p.t, p.reg
     eps = jnp.finfo(x.dtype).eps
     cap = jnp.minimum(it.norm_e, 0.1)
-    secant_scale = jnp.where(loose, ssn.loose_rho_scale, ssn.rho_scale)
+    secant_scale = jnp.where(loose, sec.loose_rho_scale, sec.rho_scale)
     zeros = lambda: jnp.zeros_like(it.e)  # noqa: E731
-    secant = lambda: reg.secant_shift(it.w, x, it.e, t, ssn.secant_passes)  # noqa: E731
+    secant = lambda: reg.secant_shift(it.w, x, it.e, t, sec.passes)  # noqa: E731
     if adaptive:
-        scale = jnp.where(escalated, secant_scale, ssn.plain_rho_scale)
+        scale = jnp.where(escalated, secant_scale, rule.plain_rho_scale)
         shifted = lambda: lax.cond(escalated, secant, zeros)  # noqa: E731
     else:
         scale = secant_scale
@@ -218,14 +151,14 @@ def _secant_direction(p: Problem, ssn: SSN, escalated, it: Iterate, loose):
     def newton():
         # The loose test outermost: in a batched vmap the lanes share rtol, so it stays a
         # real branch there even where ``escalated`` differs between lanes.
-        shift = shifted() if ssn.loose_secant_shift else _cond(loose, zeros, shifted)
+        shift = shifted() if sec.loose_shift else _cond(loose, zeros, shifted)
         return direction(p, ssn, it, shift, rho)
 
-    if not (adaptive and ssn.jacobi_first and hasattr(reg, "jacobian_gram_diagonal")):
+    if not (adaptive and rule.jacobi_first and hasattr(reg, "jacobian_gram_diagonal")):
         return newton()
 
     def jacobi():
-        rho_j = ssn.jacobi_rho_scale * cap + 4.0 * t * eps
+        rho_j = rule.jacobi_rho_scale * cap + 4.0 * t * eps
         return _linear.jacobi_direction(x, t, reg, it.jac, it.e, rho_j)
 
     # The loose test outermost, as above: tight solves of batched lanes never form the
@@ -234,13 +167,14 @@ def _secant_direction(p: Problem, ssn: SSN, escalated, it: Iterate, loose):
 
 
 def takes_path_steps(p: Problem, ssn: SSN) -> bool:
-    """Whether tight solves of this problem take path steps (static): the secant rule on
-    the dense path, a regularizer with entrywise breakpoints (l1), float64 unless
-    ``ssn.path_float32``."""
-    dtypes = (jnp.dtype("float64"), jnp.dtype("float32")) if ssn.path_float32 else (
-        jnp.dtype("float64"),)
-    return (ssn.path_steps and ssn.method == "secant" and not uses_cg(ssn)
-            and hasattr(p.reg, "first_breakpoint") and p.x.dtype in dtypes)
+    """Whether tight solves of this problem take path steps (static): the secant rule with
+    :class:`rproxjax.PathSteps` on dense systems, a regularizer with entrywise breakpoints
+    (l1), float64 unless the path steps' ``float32``."""
+    path = ssn.rule.path if isinstance(ssn.rule, Secant) else None
+    if path is None or uses_cg(ssn) or not hasattr(p.reg, "first_breakpoint"):
+        return False
+    return p.x.dtype == jnp.dtype("float64") or (path.float32 and
+                                                 p.x.dtype == jnp.dtype("float32"))
 
 
 def is_loose(p: Problem, loose=None):
@@ -261,13 +195,13 @@ def secant_step(p: Problem, ssn: SSN, escalated, it: Iterate, loose=None) -> Ste
     """One step of the secant or adaptive rule.
 
     With the adaptive rule, until the call is ``escalated`` the step is a plain Newton step
-    on the dual (no secant shift, regularization ``ssn.plain_rho_scale`` min(||E||, 0.1));
-    a step that does not cut ||E|| by ``ssn.escalate`` escalates the call, whose later
-    steps add the secant shift. A loose solve (``rtol > 0``, traced) regularizes by
-    ``ssn.loose_rho_scale`` and, unless ``ssn.loose_secant_shift``, drops the shift; its
-    step is taken in full when that meets the stopping test or cuts ||E|| by
-    ``ssn.unit_accept``, with the exact line search otherwise. An adaptive loose solve's
-    steps before it escalates are Jacobi steps (``ssn.jacobi_first``). A tight solve that
+    on the dual (no secant shift, regularization ``plain_rho_scale`` min(||E||, 0.1)); a
+    step that does not cut ||E|| by ``escalate`` escalates the call, whose later steps are
+    its ``secant`` rule's. A loose solve (``rtol > 0``, traced) regularizes by the secant
+    rule's ``loose_rho_scale`` and, unless ``loose_shift``, drops the shift; its step is
+    taken in full when that meets the stopping test or cuts ||E|| by ``unit_accept``, with
+    the exact line search otherwise. An adaptive loose solve's steps before it escalates
+    are Jacobi steps (``jacobi_first``). A tight solve that
     :func:`takes_path_steps` takes a path step (a ``lax.cond`` on ``loose``). ``loose``
     (:func:`is_loose`): a Python bool where the caller knows ``rtol > 0`` at trace time,
     so that only that branch is compiled; ``None`` decides at run time.
@@ -281,32 +215,30 @@ def secant_step(p: Problem, ssn: SSN, escalated, it: Iterate, loose=None) -> Ste
 
 def _path_step(p: Problem, ssn: SSN, escalated, it: Iterate) -> StepResult:
     """A tight solve's step by :func:`rproxjax._ssn.path.path_step`: the secant shift, and the
-    regularization ``ssn.path_rho_scale`` min(||E||, 0.1) + 4t eps."""
+    regularization of the path steps' ``rho_scale`` min(||E||, 0.1) + 4t eps."""
+    sec = ssn.rule
     x, t, reg = p.x, p.t, p.reg
     eps = jnp.finfo(x.dtype).eps
-    rho = ssn.path_rho_scale * jnp.minimum(it.norm_e, 0.1) + 4.0 * t * eps
-    new = _path.path_step(
-        x, t, reg, it.lam, it.w, it.y, it.jac, it.e, it.norm_e,
-        reg.secant_shift(it.w, x, it.e, t, ssn.secant_passes), rho,
-        residual=lambda v: residual(p, v),
-        stops=lambda yy, ne: stops(p, yy, ne),
-        line_search=lambda *a: exact_line_search(reg, t, *a, passes=ssn.line_search_passes),
-        ssn=ssn)
-    lam, w, y, jac, e, norm_new, breaks, evals = new
-    escalated = escalated | ~(norm_new <= ssn.escalate * it.norm_e)
-    return StepResult(escalated, Iterate(lam, w, y, jac, e, norm_new), counts(0, breaks), evals,
-                      stops(p, y, norm_new))
+    rho = sec.path.rho_scale * jnp.minimum(it.norm_e, 0.1) + 4.0 * t * eps
+    shift = reg.secant_shift(it.w, x, it.e, t, sec.passes)
+    out = _path.path_step(
+        p, it, shift, rho, sec.path,
+        line_search=lambda *a: exact_line_search(reg, t, *a, passes=sec.line_search_passes))
+    new = out.iterate
+    return StepResult(escalated, new, counts(0, out.breakpoints), out.evaluations,
+                      stops(p, new.y, new.norm_e))
 
 
 def _shifted_step(p: Problem, ssn: SSN, escalated, it: Iterate, loose) -> StepResult:
     x, t = p.x, p.t
+    sec = ssn.rule.secant if isinstance(ssn.rule, Adaptive) else ssn.rule
     d, its = _secant_direction(p, ssn, escalated, it, loose)
     step = (2.0 * t) * mm(x, d)
     at_one = residual(p, it.w + step)
-    if ssn.unit_accept > 0 and loose is not False:
+    if sec.unit_accept > 0 and loose is not False:
         # A full step that ends the solve needs no line search (its last one, when loose).
         ends = stops(p, at_one.y, at_one.norm_e)
-        full = jnp.asarray(loose) & ((at_one.norm_e <= ssn.unit_accept * it.norm_e) | ends)
+        full = jnp.asarray(loose) & ((at_one.norm_e <= sec.unit_accept * it.norm_e) | ends)
     else:
         full, ends = False, None
 
@@ -314,7 +246,7 @@ def _shifted_step(p: Problem, ssn: SSN, escalated, it: Iterate, loose) -> StepRe
         # The dual's minimizer along D need not lower ||E|| where phi is flat; the full
         # Newton step often does: keep the one with the smaller residual.
         s = exact_line_search(p.reg, t, it.w, it.y, it.e, d, step,
-                              passes=ssn.line_search_passes)
+                              passes=sec.line_search_passes)
         at_min = residual(p, it.w + s * step)
         pick = at_one.norm_e < at_min.norm_e
         at = jax.tree.map(lambda u, v: jnp.where(pick, u, v), at_one, at_min)
@@ -327,16 +259,17 @@ def _shifted_step(p: Problem, ssn: SSN, escalated, it: Iterate, loose) -> StepRe
     # The stopping test at the new iterate goes to the loop (known at the full step).
     s, (y, jac, e, norm_new), stop = _cond(
         full, lambda: (jnp.ones((), x.dtype), at_one, ends), searched)
-    escalated = escalated | ~(norm_new <= ssn.escalate * it.norm_e)
+    if isinstance(ssn.rule, Adaptive):
+        escalated = escalated | ~(norm_new <= ssn.rule.escalate * it.norm_e)
     evals = jnp.where(full, 1, 2).astype(jnp.int32)
     new = Iterate(it.lam + s * d, it.w + s * step, y, jac, e, norm_new)
     return StepResult(escalated, new, counts(its), evals, stop)
 
 
 def rule(ssn: SSN, loose: bool | None = None):
-    """The step function of ``ssn.method``; ``loose`` as in :func:`secant_step` (the
+    """The step function of ``ssn.rule``; ``loose`` as in :func:`secant_step` (the
     reference rule has no loose variant)."""
-    if ssn.method == "reference":
+    if isinstance(ssn.rule, Reference):
         return reference_step
     if loose is None:
         return secant_step
