@@ -1,8 +1,8 @@
-"""The program cache behind ``compile_once`` (``rproxjax._run.compile.PROGRAMS``) is
-bounded, safe to share between threads, and keyed on everything that changes the program:
-an entry is reused only for the same computation with the same argument shapes, dtypes and
-placements, the same JAX settings (x64 among them) and the same devices. Counted by the
-cache's statistics and JAX's compile events, never timed."""
+"""The program caches (``rproxjax._run.compile.PROGRAMS`` behind ``compile_once``, and
+``sparse_pca``'s compiled runs) are bounded, safe to share between threads, and keyed on
+everything that changes the program: an entry is reused only for the same computation with
+the same argument shapes, dtypes and placements, the same JAX settings (x64 among them) and
+the same devices. Counted by the caches' statistics and JAX's compile events, never timed."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ import jax
 import numpy as np
 import pytest
 
+import rproxjax
 from rproxjax._run import compile as _compile
+from rproxjax._tasks import spca as spca_task
 from tests.subprocess_env import subprocess_env
 
 
@@ -148,3 +150,34 @@ def test_an_executable_is_not_reused_on_another_default_device():
     proc = subprocess.run([sys.executable, "-c", _DEVICES], capture_output=True, text=True,
                           timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_sparse_pca_compiles_its_run_again_for_x64_and_reuses_it_otherwise():
+    """sparse_pca's compiled runs: float32 data under x64 off, the same float32 data under
+    x64 on (only the setting differs) and float64 data are three entries; a second call of
+    each reuses its entry."""
+    data = np.random.default_rng(0).standard_normal((60, 6)) * np.linspace(2.0, 0.5, 6)
+    spca_task._cached_program.cache_clear()
+
+    def run(values):
+        return rproxjax.sparse_pca(values, 2, mu=0.05, passes=1, refit=False)
+
+    def misses():
+        return spca_task._cached_program.cache_info().misses
+
+    with jax.enable_x64(False):
+        off = run(data.astype(np.float32))
+    assert misses() == 1 and off.components.dtype == np.float32
+    on = run(data.astype(np.float32))
+    assert misses() == 2 and on.components.dtype == np.float32
+    high = run(data)
+    assert misses() == 3 and high.components.dtype == np.float64
+    again = run(data)
+    with jax.enable_x64(False):
+        run(data.astype(np.float32))
+    run(data.astype(np.float32))
+    assert misses() == 3
+    np.testing.assert_array_equal(again.components, high.components)
+    for low in (off, on):  # the same run in float32, up to the columns' signs
+        np.testing.assert_allclose(np.abs(low.components), np.abs(high.components), atol=1e-4)
+    assert spca_task._cached_program.cache_parameters()["maxsize"] == 32

@@ -26,6 +26,7 @@ from rproxjax._manpg import manpg
 from rproxjax._optimizers import inverse_sqrt_schedule, r_prox_sgd, r_prox_spb, r_subgrad
 from rproxjax._regularizers import l1
 from rproxjax._results import Status
+from rproxjax._run import compile as _run_compile
 from rproxjax._run.fit import FitResult, pure_fit
 from rproxjax._run.monitor import RelayHub, Stages, check_progress
 from rproxjax._ssn.config import SSN
@@ -40,7 +41,7 @@ __all__ = ["SparsePCAPath", "SparsePCAResult", "sparse_pca"]
 METHODS = ("r_prox_spb", "r_prox_sgd", "r_subgrad", "manpg")
 NONZERO_THRESHOLD = 1e-3
 """An entry of the (orthonormal) components counts as a nonzero when |X_ij| > 1e-3."""
-PATH_FRACTIONS = np.geomspace(2e-3, 4.0, 12)
+PATH_FRACTIONS = tuple(np.geomspace(2e-3, 4.0, 12).tolist())
 """The path's first grid: these multiples of mu_max (the data's own mu scale; a stochastic
 run of a few passes can stay denser than r at mu_max itself)."""
 REFINE_POINTS = 8
@@ -295,13 +296,10 @@ def _optimizer(method, mu, eta, gamma, q, ssn):
     return manpg(gamma, reg, tol=1e-12, ssn=ssn)
 
 
-_HUB = RelayHub()  # the epochs of a run compiled with progress go to the call's bar
-
-
 def _make_run(method, kw, q, ssn, progress=False):
     """run(mu (r,), eta, gamma, x0, data, key) -> (FitResult, metrics): one run, traceable;
     with ``progress``, each epoch is reported through ``relay`` (a
-    :class:`rproxjax._run.monitor.Relay` of :data:`_HUB`)."""
+    :class:`rproxjax._run.monitor.Relay` of the program's hub)."""
 
     def run(mu, eta, gamma, x0, data, key, relay=None):
         opt = _optimizer(method, mu, eta, gamma, q, ssn)
@@ -312,19 +310,41 @@ def _make_run(method, kw, q, ssn, progress=False):
     return run
 
 
-def _program(method, kw, q, ssn, lanes: bool, progress: bool = False):
-    """The compiled run (or its ``vmap`` over mu, for a path), cached by its settings."""
-    return _cached_program(method, tuple(sorted(kw.items())), q, ssn, lanes, progress)
+class _Program(NamedTuple):
+    """A compiled run (or path) and the hub through which its epochs reach the bar of the
+    call that runs it (the hub is static in the program: one per program)."""
+
+    run: Any
+    hub: RelayHub
+
+
+def _program_entry(method, kw, q, ssn, lanes: bool, progress: bool, consts) -> _Program:
+    """The compiled run (or its ``vmap`` over mu, for a path) of these settings and of
+    arguments like ``consts`` (eta, gamma, X0, the data, the key), with its hub, from
+    :func:`_cached_program`."""
+    return _cached_program(method, tuple(sorted(kw.items())), q, ssn, lanes, progress,
+                           _run_compile.arguments_key(consts), _run_compile.environment())
+
+
+def _program(method, kw, q, ssn, lanes: bool, progress: bool = False, consts=()):
+    """The compiled run of :func:`_program_entry` alone (a :class:`rproxjax._jit.jit`)."""
+    return _program_entry(method, kw, q, ssn, lanes, progress, consts).run
 
 
 @functools.lru_cache(maxsize=32)
-def _cached_program(method, kw_items, q, ssn, lanes, progress):
-    """:func:`_program`'s jitted run per settings (the 32 most recent; each ``jax.jit``
-    keeps its own compilations per shape, dtype and x64 setting)."""
+def _cached_program(method, kw_items, q, ssn, lanes, progress, arguments, environment):
+    """:func:`_program`'s entries: the 32 most recently used, keyed on everything the
+    program depends on: the run's settings, the arguments' structure, shapes, dtypes and
+    placements (``arguments``) and JAX's settings, backend and devices (``environment``,
+    :func:`rproxjax._run.compile.environment`). Each entry compiles once, at its first
+    call. ``functools.lru_cache`` is safe to share between threads: two threads that miss
+    the same key at once each build an entry, and each call runs its own entry's program
+    and hub."""
+    del arguments, environment  # key only
     run = _make_run(method, dict(kw_items), q, ssn, progress)
     if lanes:
         run = jax.vmap(run, in_axes=(0, None, None, None, None, None))
-    return _compile.jit(run, options=_compile.TASK_COMPILER_OPTIONS)
+    return _Program(_compile.jit(run, options=_compile.TASK_COMPILER_OPTIONS), RelayHub())
 
 
 def _pick(counts, target):
@@ -465,8 +485,9 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
 
     if nonzeros is None:
         mu = 0.1 * mu_max if mu is None else mu
-        with _HUB.watch(n, progress) as relay:
-            x, mu_out, history, ifo = _single(_program(method, kw, q, ssn, False, progress),
+        program = _program_entry(method, kw, q, ssn, False, progress, consts)
+        with program.hub.watch(n, progress) as relay:
+            x, mu_out, history, ifo = _single(program.run,
                                               consts + ((relay,) if progress else ()), mu,
                                               variance, r, np_dtype)
         path = None
@@ -478,8 +499,8 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
         target = _positive_int("nonzeros", nonzeros, r, d * r)
         start = None if x0_given else np.asarray(prep["x0"])
         x, mu_out, path, ifo, settings["support"] = _target(
-            _program(method, kw, q, ssn, True), consts, target, mu_max, variance, r, np_dtype,
-            progress, bool(refit), start)
+            _program(method, kw, q, ssn, True, False, consts), consts, target, mu_max,
+            variance, r, np_dtype, progress, bool(refit), start)
         history = None
     (explained, adjusted, per_comp, nnz_cols), scores = _finish(x, centred)
     return SparsePCAResult(
@@ -646,7 +667,7 @@ def _path(program, consts, target, mu_max, variance, r, dtype, stages, cut=False
 def _rounds(run, runs, mu_max, target, cut=False):
     """The path's grid, then the refinements until a count is near enough the target (with
     ``cut``: or a run is denser than it by at most ``CUT_SLACK``)."""
-    run(mu_max * PATH_FRACTIONS)
+    run(mu_max * np.asarray(PATH_FRACTIONS))
     for _ in range(REFINE_ROUNDS):
         mus = np.concatenate([a[0] for a in runs])
         counts = np.concatenate([a[3] for a in runs]).astype(float)
