@@ -18,7 +18,7 @@ nonzeros. Protocol:
   so it runs its minimum of one mini-batch pass (18 n in all; "over budget" in the notes).
 * Targets: 100, 300, 1,000, 3,000 total nonzeros of d r = 7,840 (very sparse to dense;
   ``--quick``: 100 and 1,000). Every count, for every method, is
-  ``rproxjax.experiments._peers.loadings_metrics`` (``nonzeros_normalized``: entries above
+  ``experiments._peers.loadings_metrics`` (``nonzeros_normalized``: entries above
   1e-3 of the column-normalised loadings); every variance is its ``adjusted_variance``
   (Zou-Hastie-Tibshirani: sum of R_jj^2 / ||A||_F^2 with A^T X_n = Q R, X_n the
   column-normalised loadings, A = data^T), so all numbers are computed the same way.
@@ -37,7 +37,7 @@ nonzeros. Protocol:
 * Peers (``run_spams``: ``spams.trainDL`` in sparse PCA mode, ``gamma1`` the penalty,
   ``lambda2 = 0.1``, batch 100; ``run_sklearn``: ``MiniBatchSparsePCA``, ``alpha`` the
   penalty, batch 100 features, ``method="lars"``; both seed 0 and one BLAS thread, as
-  ``rproxjax.experiments._peers`` calls them): the penalty is swept over the peer's grid
+  ``experiments._peers`` calls them): the penalty is swept over the peer's grid
   (``SPAMS_GAMMA1_GRID``; ``SKLEARN_ALPHA_GRID_N20000`` times ``sqrt(n / 20000)``), widened
   (up to 3 times, x2 or /4) if the grid does not bracket the target, then bisected
   geometrically between the largest penalty with more nonzeros than the target and the
@@ -65,7 +65,9 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import sys
 import time
+from pathlib import Path
 
 import jax
 
@@ -73,15 +75,18 @@ jax.config.update("jax_enable_x64", True)
 
 import numpy as np  # noqa: E402
 
+# the repository root, for the lab's peers (experiments/, which the wheel does not ship)
+sys.path.append(str(Path(__file__).resolve().parents[1]))
+
 import rproxjax  # noqa: E402
-from rproxjax._tasks import spca as _spca  # noqa: E402  (to clear its program cache)
-from rproxjax.experiments._peers import (  # noqa: E402
+from experiments._peers import (  # noqa: E402
     SKLEARN_ALPHA_GRID_N20000,
     SPAMS_GAMMA1_GRID,
     loadings_metrics,
     run_sklearn,
     run_spams,
 )
+from rproxjax._tasks import spca as _spca  # noqa: E402  (to clear its program cache)
 
 try:  # run as a script: benchmarks/ is on sys.path
     import _timing

@@ -39,6 +39,8 @@ import jax
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+# the repository root, for the lab's video experiment (experiments/, not in the wheel)
+sys.path.append(str(Path(__file__).resolve().parents[1]))
 jax.config.update("jax_enable_x64", True)
 
 import _timing  # noqa: E402
@@ -126,7 +128,7 @@ def obs_float(mask):
 
 
 def run_video(args):
-    from rproxjax.experiments import _rmc, get_config
+    from experiments import _rmc, get_config
     cfg = get_config("rmc-video", "paper")
     prob, _, _, median, _, mask, observed, _ = _rmc.video_problem(cfg, 0)
     row = {"family": "video", "shape": f"{observed.shape[0]} x {observed.shape[1]}",

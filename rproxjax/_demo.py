@@ -6,15 +6,13 @@ at the paper's settings (r = 10, mu = 0.2; |S| = 100 for
 R-ProxSGD and R-Subgrad; |S1| = n and |S2| = q = 100 for R-ProxSPB), at equal
 IFO budgets, prints a table (loss, explained variance, nonzeros, time, IFOs)
 and saves two figures: the loss against IFO/n, and the learned sparse
-components as images. ``--json PATH`` also writes the table with its settings and
-provenance (version, git commit, machine), the file the README's demonstration table is
-generated from (:func:`table`).
+components as images. The README's table of this run, with its settings and provenance,
+is recorded by the repository's lab (``python -m experiments --demo``), not by this command.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import pathlib
 import time
 from types import MappingProxyType
@@ -114,17 +112,34 @@ def _print_table(results, entries):
 
 
 def run(n=20000, r=10, mu=0.2, budget=4.0, q=100, batch_size=100, seed=0, out_dir=".",
-        plot=True, methods=None, json_path=None):
-    """Runs the demonstration and returns ``{method: summary dict}``.
+        plot=True, methods=None):
+    """Runs the demonstration, prints its table and returns ``{method: summary dict}``.
 
-    ``methods`` maps a name to ``(optimizer, is_spb)`` (``is_spb``: the optimizer runs whole
-    refresh blocks of ``q`` steps); by default R-ProxSPB, R-ProxSGD and R-Subgrad with the
-    regularizer l1(mu) and the step sizes :data:`STEPS`. Each method spends at most
-    ``budget`` IFO/n. ``json_path``: also write the table, the settings and the provenance
-    there (:func:`save`; the default methods only).
+    Args:
+      n: MNIST digits, a seeded subset (:func:`rproxjax.datasets.load_mnist`).
+      r, mu: the rank and the l1 weight.
+      budget: each method's IFO budget, in units of n (R-ProxSPB: whole blocks within it).
+      q, batch_size: R-ProxSPB's inner steps per block and the minibatch size |S|.
+      seed: seeds the subset, the start and the sampling.
+      out_dir, plot: where the two figures go, and whether to draw them (matplotlib).
+      methods: maps a name to ``(optimizer, is_spb)`` (``is_spb``: the optimizer runs whole
+        refresh blocks of ``q`` steps); by default R-ProxSPB, R-ProxSGD and R-Subgrad with
+        the regularizer l1(mu) and the step sizes :data:`STEPS`.
+
+    Returns:
+      ``{method: summary}``, each summary with ``loss``, ``explained_variance``,
+      ``nonzeros``, ``run_time``, ``wall_time``, ``ifo_over_n``, ``feasibility``, the
+      curves ``curve_ifo`` and ``curve_loss`` and the final point ``params`` (NumPy).
+
+    Raises:
+      ValueError: settings that cannot give equal IFO budgets (e.g. a budget below one
+        R-ProxSPB block), or a non-positive size.
+
+    Example (one R-ProxSPB block costs (n + 2 (q - 1) |S|) / n = 5 IFO/n here)::
+
+        results = run(n=2000, budget=6.0, q=5, plot=False)
+        results["R-ProxSPB"]["ifo_over_n"]    # at most 6.0
     """
-    if json_path is not None and methods is not None:
-        raise ValueError("json_path records the default methods' settings: give no methods.")
     _check_run(n, r, mu, budget, q, batch_size)
     # The data stay a NumPy array on the host for the summary (NumPy, no compilations) and
     # go to the device once (device_put compiles nothing).
@@ -147,59 +162,7 @@ def run(n=20000, r=10, mu=0.2, budget=4.0, q=100, batch_size=100, seed=0, out_di
     _print_table(results, d * r)
     if plot:
         _plot(results, pathlib.Path(out_dir), mu, r)
-    if json_path is not None:
-        settings = {"n": n, "d": d, "r": r, "mu": mu, "budget": budget, "q": q,
-                    "batch_size": batch_size, "seed": seed, "dtype": str(data.dtype),
-                    "steps": {name: dict(steps) for name, steps in STEPS.items()}}
-        save(results, settings, json_path)
     return results
-
-
-#: The summary fields :func:`save` writes (the curves and the point stay out).
-FIELDS = ("loss", "explained_variance", "nonzeros", "run_time", "wall_time", "ifo_over_n",
-          "feasibility")
-
-
-def save(results, settings, path) -> pathlib.Path:
-    """Writes ``{"kind": "demo", "settings", "machine", "results"}`` to ``path`` (JSON):
-    the summary of each method (:data:`FIELDS`), the run's settings, and where it was
-    computed (version, git commit and clean tree, JAX, machine, solver defaults)."""
-    from rproxjax.experiments._store import machine, to_json
-
-    doc = {"kind": "demo", "settings": settings, "machine": machine(),
-           "results": {name: {k: s[k] for k in FIELDS} for name, s in results.items()}}
-    path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(to_json(doc), indent=1) + "\n")
-    print(f"saved {path}")
-    return path
-
-
-def _device(text: str) -> str:
-    """``platform: kind`` as recorded, once where the two agree (``cpu: cpu``)."""
-    platform, _, kind = text.partition(": ")
-    return platform if kind in ("", platform) else text
-
-
-def table(doc: dict) -> list[str]:
-    """The demonstration's Markdown table from a file :func:`save` wrote (the README's,
-    regenerated by ``python -m rproxjax.experiments --report``)."""
-    st, m = doc["settings"], doc["machine"]
-    commit = (m.get("commit") or "no git checkout")[:10]
-    steps = "; ".join(f"{name} " + ", ".join(f"{k} = {v:g}" for k, v in s.items())
-                      for name, s in st["steps"].items())
-    lines = [f"MNIST, n = {st['n']:,}, r = {st['r']}, mu = {st['mu']:g}, budget "
-             f"{st['budget']:g} IFO/n, |S| = {st['batch_size']}, q = {st['q']}, {st['dtype']}; "
-             f"steps: {steps}. Computed {m['date'][:10]} by rproxjax {m['rproxjax']} (commit "
-             f"{commit}{'' if m.get('tree_clean') in (True, None) else ', uncommitted changes'}"
-             f") on {m['cpu_count']} CPU cores ({_device(m['device'])}), JAX {m['jax']}.", "",
-             "| method | loss F | explained variance | nonzeros | time (s) | IFO/n | "
-             "\\|X^T X - I\\| |", "|---|---|---|---|---|---|---|"]
-    for name, s in doc["results"].items():
-        lines.append(f"| {name} | {s['loss']:.4f} | {s['explained_variance']:.4f} | "
-                     f"{s['nonzeros']} | {s['run_time']:.2f} | {s['ifo_over_n']:.2f} | "
-                     f"{s['feasibility']:.1e} |")
-    return lines
 
 
 def _plot(results, out_dir, mu, r):
@@ -251,8 +214,6 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "sampling (an int >= 0)")
     parser.add_argument("--out", default=".", help="folder for the figures")
     parser.add_argument("--no-plot", action="store_true")
-    parser.add_argument("--json", metavar="PATH",
-                        help="also write the table, settings and provenance to PATH (JSON)")
     parser.add_argument("--no-cache", action="store_true",
                         help="do not use the persistent compilation cache, which "
                              "`python -m rproxjax` keeps in ~/.cache/rproxjax/xla")
@@ -279,7 +240,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> None:
     args = parse_args(argv)
     run(n=args.n, r=args.r, mu=args.mu, budget=args.budget, q=args.q, seed=args.seed,
-        out_dir=args.out, plot=not args.no_plot, json_path=args.json)
+        out_dir=args.out, plot=not args.no_plot)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from rproxjax import experiments
+import experiments
 
 
 def run_tiny(name, out_dir):

@@ -39,9 +39,9 @@ import pytest
 import scipy.linalg
 
 import rproxjax
+from experiments import __main__ as experiments_cli
 from rproxjax import SSN, grassmann, problems, stiefel
 from rproxjax import _demo as demo
-from rproxjax.experiments import __main__ as experiments_cli
 
 PKG = pathlib.Path(rproxjax.__file__).resolve().parent
 F16, BF16 = jnp.float16, jnp.bfloat16
@@ -1442,7 +1442,7 @@ CLI = [
     case("experiments --list", lambda: experiments_cli.main(["--list"]),
          cli_ok("spca-mnist-r10", "rmc-video")),
     case("experiments unknown name (subprocess)",
-         ["-m", "rproxjax.experiments", "no-such-experiment", "--size", "tiny", "--no-plot"],
+         ["-m", "experiments", "no-such-experiment", "--size", "tiny", "--no-plot"],
          subprocess_error("no-such-experiment")),
 ]
 

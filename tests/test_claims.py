@@ -6,8 +6,8 @@ counted twice, and the paper's settings are reported apart from the project's pa
 import numpy as np
 import pytest
 
-from rproxjax.experiments import _claims
-from rproxjax.experiments._spca_summary import _lower_claim
+from experiments import _claims
+from experiments._spca_summary import _lower_claim
 
 
 def test_outcome_needs_a_margin_above_the_spread():

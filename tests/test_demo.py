@@ -10,8 +10,7 @@ from tests.subprocess_env import subprocess_env
 
 
 def test_demo_runs_and_reports(tmp_path, capsys):
-    results = _demo.run(n=3000, budget=5.0, q=10, out_dir=tmp_path, plot=True,
-                        json_path=tmp_path / "demo.json")
+    results = _demo.run(n=3000, budget=5.0, q=10, out_dir=tmp_path, plot=True)
     out = capsys.readouterr().out
     assert "R-ProxSPB" in out and "expl. var." in out
     assert (tmp_path / "demo_loss.png").stat().st_size > 1000
@@ -30,23 +29,43 @@ def test_demo_runs_and_reports(tmp_path, capsys):
     # Sparse components: entries above the paper's threshold 1e-3.
     assert results["R-ProxSPB"]["nonzeros"] < 0.5 * 784 * 10
     assert np.all(np.isfinite(results["R-ProxSPB"]["params"]))
-    # The saved table: the printed numbers, the settings and where they were computed.
-    doc = json.loads((tmp_path / "demo.json").read_text())
+    # The lab's record (python -m experiments --demo): the printed numbers, the settings and
+    # where they were computed.
+    from experiments import _demo as record
+
+    run = {"n": 3000, "r": 10, "mu": 0.2, "budget": 5.0, "q": 10, "batch_size": 100, "seed": 0}
+    path = record.save(results, record.settings(results, **run), tmp_path / "demo.json")
+    doc = json.loads(path.read_text())
     assert doc["kind"] == "demo" and doc["settings"]["n"] == 3000
+    assert (doc["settings"]["d"], doc["settings"]["dtype"]) == (784, "float32")
     assert doc["settings"]["steps"] == _demo.STEPS
     assert set(doc["machine"]) >= {"rproxjax", "jax", "commit", "tree_clean", "solver_defaults"}
     for name, s in results.items():
-        assert doc["results"][name] == {k: s[k] for k in _demo.FIELDS}, name
-    table = _demo.table(doc)
+        assert doc["results"][name] == {k: s[k] for k in record.FIELDS}, name
+    table = record.table(doc)
     rows = [line for line in table if line.startswith("| R-")]
     assert [row.split(" | ")[0] for row in rows] == ["| R-ProxSPB", "| R-ProxSGD", "| R-Subgrad"]
     spb = results["R-ProxSPB"]
     assert f"| {spb['loss']:.4f} | {spb['explained_variance']:.4f} | {spb['nonzeros']} |" in rows[0]
 
 
-def test_the_json_records_the_default_methods_only(tmp_path):
-    with pytest.raises(ValueError, match="default methods"):
-        _demo.run(n=2000, budget=3.0, q=10, plot=False, methods={}, json_path=tmp_path / "x")
+def test_the_lab_records_the_demo_in_a_command_of_its_own(capsys):
+    """``python -m experiments --demo`` runs the demonstration as ``python -m rproxjax``
+    does (float32); with experiments to run (float64) it is a usage error."""
+    from experiments import __main__ as cli
+
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["--demo", "spca-mnist-r10", "--size", "tiny"])
+    assert exit_info.value.code == 2
+    assert "--demo runs without NAMEs" in capsys.readouterr().err
+
+
+def test_the_library_demo_writes_no_results_file():
+    """The demonstration in the package prints and plots; the README's record of it is the
+    lab's (``experiments/_demo.py``)."""
+    with pytest.raises(SystemExit):
+        _demo.parse_args(["--json", "demo.json"])
+    assert not hasattr(_demo, "save") and not hasattr(_demo, "table")
 
 
 def test_the_demo_compiles_its_runs_and_little_else(tmp_path):
@@ -81,7 +100,7 @@ def test_the_command_keeps_its_compiled_programs_in_a_persistent_cache(tmp_path)
 
     cache = tmp_path / "cache"
     env = subprocess_env(RPROXJAX_CACHE_DIR=str(cache))
-    cmd = [sys.executable, "-m", "rproxjax", "--quick", "--no-plot", "--budget", "1",
+    cmd = [sys.executable, "-m", "rproxjax", "--quick", "--no-plot", "--budget", "2",
            "--out", str(tmp_path)]
     subprocess.run(cmd, check=True, env=env, capture_output=True)
     assert len(list(cache.iterdir())) >= 3  # the runs' programs, among others
@@ -105,7 +124,7 @@ def test_the_demo_takes_the_reproductions_tuned_steps():
     path = pathlib.Path(__file__).resolve().parents[1] / "results" / "spca-mnist-r10.json"
     if not path.exists():
         pytest.skip("no results/ folder (an installed copy)")
-    from rproxjax.experiments._report import summarize
+    from experiments._report import summarize
 
     best = summarize(json.loads(path.read_text()))["best_eta"]
     for name, steps in _demo.STEPS.items():

@@ -10,8 +10,8 @@ import json
 import numpy as np
 import pytest
 
-from rproxjax import experiments
-from rproxjax.experiments import __main__ as cli
+import experiments
+from experiments import __main__ as cli
 from tests.experiment_checks import check_file as _check_file
 from tests.experiment_checks import run_tiny as _run
 
@@ -138,8 +138,8 @@ def test_degenerate_mu_is_where_the_one_pixel_point_becomes_stationary():
     import jax.numpy as jnp
 
     import rproxjax
+    from experiments._spca import degenerate_mu
     from rproxjax import problems
-    from rproxjax.experiments._spca import degenerate_mu
 
     rng = np.random.default_rng(0)
     data = rng.normal(size=(300, 12)) * np.linspace(2.0, 0.5, 12) + rng.normal(size=(300, 1))
@@ -198,8 +198,8 @@ def test_an_interrupted_tuning_resumes_from_its_checkpoint_bit_identically(tmp_p
     tuning is saved, and pieces from another source are never reused."""
     import jax.numpy as jnp
 
-    from rproxjax.experiments import _spca
-    from rproxjax.experiments._store import Checkpoint, Store
+    from experiments import _spca
+    from experiments._store import Checkpoint, Store
 
     cfg = dataclasses.replace(experiments.get_config("spca-mnist-r10", "tiny"),
                               tuning_lanes=1)  # one lane a chunk: several chunks
@@ -245,7 +245,7 @@ def test_bad_names_and_sizes():
         experiments.get_config("spca-coil100")
     with pytest.raises(ValueError, match="size"):
         experiments.get_config("rmc-video", size="huge")
-    with pytest.raises(FileNotFoundError, match="python -m rproxjax.experiments"):
+    with pytest.raises(FileNotFoundError, match="python -m experiments"):
         experiments.load("no/such/spca-mnist-r10.json")
 
 
@@ -274,7 +274,7 @@ def test_command_line(tiny_results, capsys):
 def test_degenerate_panels_are_marked():
     """A panel is marked from R-ProxSPB's final iterates: every column with at most one entry
     above 1e-3 (median over the seeds), some columns, or none."""
-    from rproxjax.experiments._spca_summary import degeneracy
+    from experiments._spca_summary import degeneracy
 
     def units(cols):
         return {f"run/R-ProxSPB/mu=p/seed={s}": {"degenerate_columns": c}
@@ -288,7 +288,7 @@ def test_degenerate_panels_are_marked():
 def test_report_names_results_of_an_earlier_protocol(tiny_results, tmp_path):
     """A results file whose configuration lacks settings of the present protocol is marked
     in its section and in the outcome table: the report says to rerun it."""
-    from rproxjax.experiments._report import write_report
+    from experiments._report import write_report
 
     result = _run("spca-fashion-r10", tiny_results)
     old = dict(result, config={k: v for k, v in result["config"].items()

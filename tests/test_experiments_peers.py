@@ -8,8 +8,8 @@ import jax
 import numpy as np
 import pytest
 
-from rproxjax import experiments
-from rproxjax.experiments import _configs, _peers_table
+import experiments
+from experiments import _configs, _peers_table
 from tests.experiment_checks import check_file, run_tiny
 
 
@@ -76,7 +76,7 @@ def test_tuning_seeds_must_be_disjoint():
 
 def test_sklearn_budget_counts_its_warm_start():
     pytest.importorskip("sklearn")
-    from rproxjax.experiments import _peers
+    from experiments import _peers
 
     data = np.random.default_rng(0).normal(size=(60, 30))
     data -= data.mean(0)

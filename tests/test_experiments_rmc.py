@@ -7,9 +7,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import experiments
 import rproxjax
-from rproxjax import experiments, problems
-from rproxjax.experiments import _rmc, _rmc_report
+from experiments import _rmc, _rmc_report
+from rproxjax import problems
 from tests.experiment_checks import check_file, run_tiny
 
 METHODS = ("R-ProxSPB", "R-ProxSGD", "R-Subgrad")
@@ -254,7 +255,7 @@ def test_rmc_section_shows_the_step_grid(result):
 
 def _config(cfg: dict):
     """The configuration object of a results file's ``config``."""
-    from rproxjax.experiments._configs import RMCConfig
+    from experiments._configs import RMCConfig
 
     fields = {f.name for f in dataclasses.fields(RMCConfig)}
     return RMCConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in cfg.items()
@@ -264,8 +265,8 @@ def _config(cfg: dict):
 def test_spb_blocks_spend_the_budget_exactly():
     """At the paper's q = 5 and 10% minibatches, whole blocks of |S2| = 10% spend 3.6
     |Omega| of 4; |S2| = 12.5% makes two blocks spend all of it."""
+    from experiments._configs import RMCConfig
     from rproxjax._contract import block_cost
-    from rproxjax.experiments._configs import RMCConfig
 
     cfg = RMCConfig()
     for nnz in (691200, 528, 1001):

@@ -1,9 +1,10 @@
 """Static checks of imports, read with ``ast`` (nothing is imported or run).
 
-* The modules of :mod:`rproxjax` (experiments included) import one another without a
-  cycle, counting the imports inside functions too: a cycle that works today through a
-  late import breaks when someone moves that import to the top.
-* No file under ``tests/`` or ``benchmarks/`` sets (or deletes) an attribute of an rproxjax
+* The modules of :mod:`rproxjax` and of the repository's lab (``experiments/``) import one
+  another without a cycle, counting the imports inside functions too: a cycle that works
+  today through a late import breaks when someone moves that import to the top.
+* No file under ``tests/``, ``benchmarks/`` or ``experiments/`` sets (or deletes) an
+  attribute of an rproxjax
   module, or of an object reached from one (a class, a constant, a module it imported):
   such a patch changes the library for every later caller in the process and is undone only
   if the test remembers to. Environment variables (``monkeypatch.setenv``) are fine.
@@ -20,6 +21,8 @@ from tests.subprocess_env import subprocess_env
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = "rproxjax"
+#: The packages whose import graph is checked: the library and the lab.
+PACKAGES = (PACKAGE, "experiments")
 
 
 # --------------------------------------------------------------------------------------
@@ -28,10 +31,10 @@ PACKAGE = "rproxjax"
 
 
 def _modules() -> dict[str, pathlib.Path]:
-    """Dotted module name -> file, for every module of the package (``__init__`` files
+    """Dotted module name -> file, for every module of :data:`PACKAGES` (``__init__`` files
     under the package's own name)."""
     out = {}
-    for path in sorted((ROOT / PACKAGE).rglob("*.py")):
+    for path in sorted(p for package in PACKAGES for p in (ROOT / package).rglob("*.py")):
         if "__pycache__" in path.parts:
             continue
         parts = list(path.relative_to(ROOT).with_suffix("").parts)
@@ -161,7 +164,7 @@ def _describe(cycle, graph, modules) -> str:
 
 def test_the_package_has_no_import_cycle():
     graph, modules = _graph()
-    assert f"{PACKAGE}.experiments._plots" in graph and f"{PACKAGE}._ssn.solve" in graph
+    assert "experiments._plots" in graph and f"{PACKAGE}._ssn.solve" in graph
     cycles = _cycles(graph)
     assert not cycles, "import cycles:\n" + "\n".join(
         _describe(c, graph, modules) for c in cycles)
@@ -336,7 +339,7 @@ def patches(source: str) -> list[tuple[int, str]]:
 
 
 def _files() -> list[str]:
-    return sorted(str(p.relative_to(ROOT)) for folder in ("tests", "benchmarks")
+    return sorted(str(p.relative_to(ROOT)) for folder in ("tests", "benchmarks", "experiments")
                   for p in (ROOT / folder).rglob("*.py") if "__pycache__" not in p.parts)
 
 
@@ -401,10 +404,10 @@ def test_the_library_leaves_global_configuration_alone():
     """No module of the package switches matplotlib's backend, uses pyplot (its global figure
     registry) or updates JAX's configuration: figures are ``matplotlib.figure.Figure``
     objects, and computations follow their inputs' dtype. Command-line programs
-    (``__main__.py``: ``python -m rproxjax.experiments`` runs in float64) own their process
-    and may configure it."""
+    (``__main__.py``: ``python -m experiments`` runs in float64) own their process and may
+    configure it. The repository's lab (``experiments/``) is held to the same rule."""
     offenders = []
-    for path in sorted((ROOT / PACKAGE).rglob("*.py")):
+    for path in sorted(p for package in PACKAGES for p in (ROOT / package).rglob("*.py")):
         if path.name == "__main__.py":
             continue
         tree = ast.parse(path.read_text())

@@ -1,5 +1,7 @@
 """The import graph of ``rproxjax`` points one way: each module imports only from its own
-layer or those below it (every import statement counts, those inside functions too)."""
+layer or those below it (every import statement counts, those inside functions too), and
+nothing in the package imports the repository's lab (``experiments/``), benchmarks or tests,
+which the wheel does not ship."""
 
 import ast
 import pathlib
@@ -17,8 +19,11 @@ LAYERS = (
     ("_blocks", "_transforms", "_estimators", "_manpg", "_optimizers"),  # optimizers
     ("_run",),                                                     # the runner
     ("_tasks", "datasets"),                                        # the tasks
-    ("", "__main__", "_demo", "experiments"),                      # the package, the lab
+    ("", "__main__", "_demo"),                                     # the package, the demo
 )
+
+#: Top-level packages of the repository outside the library: ``rproxjax`` never imports them.
+OUTSIDE = ("experiments", "benchmarks", "tests")
 
 
 def layer(module: str) -> int:
@@ -55,6 +60,32 @@ def imports() -> list[tuple[str, str]]:
     return edges
 
 
+def outside_imports(sources) -> list[str]:
+    """``module:line imports name`` for every import of a package of :data:`OUTSIDE` in
+    ``sources`` ({dotted module: source text}), at module level or inside functions."""
+    found = []
+    for module, text in sources.items():
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            found += [f"rproxjax.{module}:{node.lineno} imports {name}" for name in names
+                      if name.split(".")[0] in OUTSIDE]
+    return found
+
+
+def sources() -> dict[str, str]:
+    """{module relative to the package: source} for every module of the package."""
+    out = {}
+    for path in ROOT.rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path.read_text()
+    return out
+
+
 def violations(edges) -> list[str]:
     return [f"rproxjax.{a} (layer {layer(a)}) imports rproxjax.{b} (layer {layer(b)})"
             for a, b in edges if layer(b) > layer(a)]
@@ -70,3 +101,21 @@ def test_the_import_graph_points_down():
                                   ("stiefel", "_ssn.solve"), ("_run.fit", "_tasks.spca")])
 def test_an_upward_edge_fails(edge):
     assert violations([edge])
+
+
+def test_the_package_imports_nothing_outside_the_library():
+    found = sources()
+    assert "_demo" in found and len(found) > 40  # the walk found the package's modules
+    assert outside_imports(found) == []
+
+
+@pytest.mark.parametrize("source, line, name", [
+    ("from experiments._store import machine", 1, "experiments._store"),
+    ("def f():\n    import experiments", 2, "experiments"),
+    ("import experiments._report as report", 1, "experiments._report"),
+    ("from benchmarks import _timing", 1, "benchmarks"),
+    ("from tests.reference import manpg", 1, "tests.reference"),
+])
+def test_an_import_of_the_lab_fails(source, line, name):
+    assert outside_imports({"_demo": source}) == [f"rproxjax._demo:{line} imports {name}"]
+    assert outside_imports({"_demo": "import rproxjax.experiments_like\nimport json"}) == []

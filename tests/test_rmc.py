@@ -13,7 +13,7 @@ The l1 weight gamma = 0.03 is a property of the model, chosen before comparing m
 makes the minimizer of F a good background (a converged full-batch run's error against the
 per-pixel temporal median is 0.016 on the small crop and 0.030 on the larger one, against 0.067
 to 0.105 at gamma = 0.3, which leaves the pedestrians in the low-rank part; see
-``rproxjax.experiments.RMCConfig``). ``test_converged_model_is_a_good_background`` checks it.
+``experiments.RMCConfig``). ``test_converged_model_is_a_good_background`` checks it.
 
 Measured at equal budget (errors against the temporal median): on the 12 x 16 crop (seed 0)
 R-ProxSGD beats R-Subgrad in F and in error (F 26.41 vs 26.53, error 0.1417 vs 0.1504), and so
@@ -23,7 +23,7 @@ holds for seeds 0, 1, 2 (errors R-ProxSPB 0.0917 / 0.0908 / 0.0861, R-ProxSGD 0.
 182): its R-SARAH estimate is stale for the entries of S that a minibatch misses (S has one
 coordinate per observation), which caps its S step, and two refresh blocks fit the budget.
 Asserted: both error orderings and R-ProxSGD's F ordering. On the whole video (``python -m
-rproxjax.experiments rmc-video``) R-ProxSGD still wins both, and R-ProxSPB loses both.
+experiments rmc-video``) R-ProxSGD still wins both, and R-ProxSPB loses both.
 """
 
 import functools

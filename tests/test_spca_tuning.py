@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from rproxjax.experiments import _spca_tuning as tuning
+from experiments import _spca_tuning as tuning
 
 
 class FakeEvaluator(tuning.Evaluator):
@@ -102,8 +102,8 @@ def test_tune_runs_a_screen_then_a_search_at_the_budget():
 
     import numpy as np
 
-    from rproxjax.experiments import _spca
-    from rproxjax.experiments._configs import get_config
+    from experiments import _spca
+    from experiments._configs import get_config
 
     cfg = dataclasses.replace(get_config("spca-fashion-r10", "tiny"), budget=1.0,
                               grid_budget=0.5, etas=(0.05, 0.5), max_extensions=1,

@@ -24,10 +24,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from experiments import _rmc, get_config
 from rproxjax import problems
 from rproxjax._linalg import mm
 from rproxjax._tasks.rmc import DEFAULT_STEPS, RMCResult, robust_matrix_completion
-from rproxjax.experiments import _rmc, get_config
 from tests.subprocess_env import subprocess_env
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

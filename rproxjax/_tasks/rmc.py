@@ -5,7 +5,7 @@ matrix, solved by default by :mod:`rproxjax._tasks.rmc_alternating` (run to conv
 outlier weight read off the residuals), or by one of the paper's methods at a fixed budget
 as in its video experiment: the blocks (U on the Grassmann manifold, the outliers S as a
 Euclidean block with an l1 prox), the step sizes, the budget, the start (U from an SVD,
-S = 0) and the closed-form V, which ``rproxjax.experiments`` assembles by hand.
+S = 0) and the closed-form V, which the repository's ``experiments/_rmc.py`` assembles by hand.
 """
 
 from __future__ import annotations
@@ -297,7 +297,7 @@ def spb_blocks(nnz: int, budget: float, batch_fraction: float, q: int) -> tuple[
 
 
 def _setup(method, nnz, *, budget, batch_fraction, q, gamma, eta, scale, u_scale):
-    """(optimizer, fit keyword arguments): ``rproxjax.experiments._rmc.method_setup`` with
+    """(optimizer, fit keyword arguments): ``method_setup`` of ``experiments/_rmc.py`` with
     traced eta, S scale (times |Omega|), U scale and gamma."""
     blocks = {"U": Grassmann(step_scale=u_scale),
               "S": Euclidean(l1(gamma), step_scale=scale)}
@@ -387,7 +387,7 @@ def robust_matrix_completion(M: ArrayLike, mask: ArrayLike, rank: int, *,
 
     The paper's methods (``method="r_prox_spb"``, ``"r_prox_sgd"``, ``"r_subgrad"``) run a
     fixed budget of ``passes`` |Omega| stochastic gradients with minibatches of
-    ``batch_fraction`` |Omega| entries, as in its video experiment (``rproxjax.experiments``,
+    ``batch_fraction`` |Omega| entries, as in its video experiment (``experiments/``,
     "rmc-video"), in one compiled program. ``mu=None`` there is the rule above at the start,
     held fixed. ``eta`` is the step in units of 1 / |Omega| (the proximal step is
     1 / |Omega|; R-ProxSGD and R-Subgrad decay it as eta / sqrt(t + 1)) and ``step_scale``

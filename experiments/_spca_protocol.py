@@ -1,6 +1,6 @@
 """The sparse PCA experiment's methods, the paper's Table best_eta and the mu panels: shared
-by the runner (:mod:`rproxjax.experiments._spca`) and its summary
-(:mod:`rproxjax.experiments._spca_summary`), which imports nothing from the runner."""
+by the runner (:mod:`experiments._spca`) and its summary
+(:mod:`experiments._spca_summary`), which imports nothing from the runner."""
 
 from __future__ import annotations
 

@@ -50,10 +50,16 @@ def machine() -> dict:
 
 @functools.cache
 def source() -> dict:
-    """The library's git commit and whether its tracked files (outside ``results/``) had
-    uncommitted changes; None for both outside a git checkout (an installed wheel). Read
-    once per process (the code a run imported), not at every saved unit."""
-    root = pathlib.Path(__file__).resolve().parents[2]
+    """The git commit of the checkout holding this lab and the library it imported, and
+    whether its tracked files (outside ``results/``) had uncommitted changes; None for both
+    outside a git checkout, or when ``rproxjax`` was imported from elsewhere (an installed
+    wheel: the checkout's commit would not name the library that ran). Read once per
+    process (the code a run imported), not at every saved unit."""
+    import rproxjax
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    if not pathlib.Path(rproxjax.__file__).resolve().is_relative_to(root):
+        return {"commit": None, "tree_clean": None}
 
     def git(*args):
         return subprocess.run(["git", "-C", str(root), *args], capture_output=True,
@@ -180,11 +186,11 @@ class Store:
 
 
 def load(path) -> dict:
-    """Reads a results file written by :func:`rproxjax.experiments.run`."""
+    """Reads a results file written by :func:`experiments.run`."""
     path = pathlib.Path(path)
     if not path.exists():
         raise FileNotFoundError(
-            f"no results file {path}: run `python -m rproxjax.experiments {path.stem}` first."
+            f"no results file {path}: run `python -m experiments {path.stem}` first."
         )
     return json.loads(path.read_text())
 

@@ -16,7 +16,7 @@ Protocol (the paper's section "Online Sparse PCA Problem"; differences are state
 * Step sizes: each stochastic method's eta (eta0), with gamma for the proximal methods, is
   tuned on ``cfg.tuning_seeds`` (disjoint from the reported ones): a screen of the grid at
   ``grid_budget`` IFO/n, extended wherever its best sits at an edge, then a local search at
-  the reported budget (:mod:`rproxjax.experiments._spca_tuning`). Each stage's runs are one
+  the reported budget (:mod:`experiments._spca_tuning`). Each stage's runs are one
   compiled program per method (``jax.jit(jax.vmap(...))`` of :func:`rproxjax.pure_fit`).
 * R-Subgrad-1: R-Subgrad with the paper's single-sample update (|S| = 1), an extra row.
 * Reported runs: ``budget`` IFO/n per seed with the chosen step; curves of F against IFO/n and
@@ -41,11 +41,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import rproxjax
-from rproxjax import datasets, problems
-from rproxjax._contract import block_cost
-from rproxjax._linalg import mm
-from rproxjax.experiments._configs import SPCAConfig
-from rproxjax.experiments._spca_protocol import (
+from experiments._configs import SPCAConfig
+from experiments._spca_protocol import (
     BLOCK_METHODS,
     GAMMA_METHODS,
     METHODS,
@@ -54,9 +51,12 @@ from rproxjax.experiments._spca_protocol import (
     VARIANCE_METHODS,
     panel_mus,
 )
-from rproxjax.experiments._spca_summary import summarize
-from rproxjax.experiments._spca_tuning import tune
-from rproxjax.experiments._store import Store, check_dtype, say
+from experiments._spca_summary import summarize
+from experiments._spca_tuning import tune
+from experiments._store import Store, check_dtype, say
+from rproxjax import datasets, problems
+from rproxjax._contract import block_cost
+from rproxjax._linalg import mm
 
 MANPG_TOL = 1e-12  # its stopping test ||zeta||^2 / t^2 < tol: never met within the budgets
 NONZERO_TOL = 1e-3  # the paper's sparsity threshold
@@ -269,7 +269,7 @@ def replay(result: dict, key: str) -> dict:
     """Recomputes the reported run ``key`` of a results file with the present library.
 
     Args:
-      result: a sparse PCA results file (:func:`rproxjax.experiments.load`).
+      result: a sparse PCA results file (:func:`experiments.load`).
       key: a reported run's unit, ``"run/<method>/mu=<panel>/seed=<seed>"`` or
         ``"gamma/<method>/gamma=<gamma>/seed=<seed>"``.
 

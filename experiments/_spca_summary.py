@@ -1,6 +1,6 @@
 """The sparse PCA experiment's summary: tables over seeds and the claims, paired by seed.
 
-The paper's claims are quoted (:mod:`rproxjax.experiments._claims`); each is checked on every
+The paper's claims are quoted (:mod:`experiments._claims`); each is checked on every
 reported seed (same X0 and data for the methods compared), and its verdict counts the seeds
 that pass. Comparisons "at equal IFOs" and "at equal time" read both curves, linearly
 interpolated between recorded points, at the smaller of the two final IFO counts (times)
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from rproxjax.experiments import _claims
-from rproxjax.experiments._claims import check, claim
-from rproxjax.experiments._spca_protocol import (
+from experiments import _claims
+from experiments._claims import check, claim
+from experiments._spca_protocol import (
     GAMMA_METHODS,
     METHODS,
     PAPER_BEST_ETA,
@@ -75,7 +75,7 @@ def _lower_claim(text, quote, runs_a, runs_b, axis, unit, *, kind, key, along=Fa
                  foregone=None):
     """"a reaches a lower loss than b" per seed, at the end of the common budget or
     (``along``) at every point after the first pass, by a margin larger than the seed
-    spread (:func:`rproxjax.experiments._claims.lower`)."""
+    spread (:func:`experiments._claims.lower`)."""
     xs = _points(runs_a, runs_b, axis, along)
     fa = np.array([_at(r, axis, xs) for r in runs_a])
     fb = np.array([_at(r, axis, xs) for r in runs_b])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rproxjax.experiments._style import VIDEO, figure
+from experiments._style import VIDEO, figure
 
 METHODS = ("R-ProxSPB", "R-ProxSGD", "R-Subgrad")
 

@@ -1,4 +1,6 @@
-"""``python -m rproxjax.experiments NAME [NAME ...] [--size tiny] [--out results]``."""
+"""``python -m experiments NAME [NAME ...] [--size tiny] [--out results]``, from the
+repository root; ``--demo`` records the demonstration (``<out>/demo.json``), ``--report``
+writes ``<out>/README.md`` from the saved results."""
 
 from __future__ import annotations
 
@@ -7,15 +9,9 @@ import os
 import sys
 
 
-def main(argv=None) -> int:
-    import jax
-
-    jax.config.update("jax_enable_x64", True)  # the paper's experiments run in float64
-
-    from rproxjax import experiments
-
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m rproxjax.experiments",
+        prog="python -m experiments",
         description="Runs the paper's experiments from named configurations; results resume "
                     "from <out>/<name>.json.")
     parser.add_argument("names", nargs="*", help="configurations to run, or 'all'")
@@ -27,22 +23,47 @@ def main(argv=None) -> int:
     parser.add_argument("--force", action="store_true", help="recompute saved results")
     parser.add_argument("--no-plot", action="store_true")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    parser.add_argument("--demo", action="store_true",
+                        help="run the demonstration (python -m rproxjax) at its defaults, in "
+                             "float32 as that command runs it, and record it in "
+                             "<out>/demo.json (the README's table); not with NAMEs")
     parser.add_argument("--report", action="store_true",
                         help="(re)write <out>/README.md and the figures from the saved results")
     parser.add_argument("--readme", metavar="PATH",
                         help="with --report: also rewrite the generated block of this README "
                              "(the demonstration's table and the claim counts)")
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
     if args.out is None:
         args.out = "results" if args.size == "paper" else "results/tiny"
     if args.readme and not args.report:
         parser.error("--readme goes with --report")
-    if args.report and not args.names and not os.path.isdir(args.out):
+    if args.demo and args.names:
+        parser.error("--demo runs without NAMEs: the experiments run in float64, the "
+                     "demonstration as `python -m rproxjax` runs it; run them in two commands")
+    if args.report and not args.names and not args.demo and not os.path.isdir(args.out):
         parser.error(f"--report: no results folder {args.out!r} (run an experiment first, or "
                      "pass --out)")
+    if args.demo:
+        from experiments._demo import record
+
+        record(args.out)
     if args.report and not args.names:
         _report(args, figures=not args.no_plot)
         return 0
+    if args.demo:
+        return 0
+
+    import jax
+
+    jax.config.update("jax_enable_x64", True)  # the paper's experiments run in float64
+
+    import experiments
+
     if args.list or not args.names:
         for name, cfg in experiments.CONFIGS.items():
             print(f"{name:18s} {cfg}")
@@ -67,7 +88,7 @@ def main(argv=None) -> int:
 
 
 def _report(args, figures):
-    from rproxjax.experiments._report import update_readme, write_report
+    from experiments._report import update_readme, write_report
 
     print(f"wrote {write_report(args.out, figures=figures)}")
     if args.readme:

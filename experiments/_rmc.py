@@ -45,13 +45,13 @@ import jax.numpy as jnp
 import numpy as np
 
 import rproxjax
+from experiments import _claims
+from experiments._grid import extend_axis
+from experiments._store import Store, check_dtype, say
 from rproxjax import problems
 from rproxjax._linalg import mm
 from rproxjax._tasks.rmc import spb_blocks as _task_spb_blocks
 from rproxjax.datasets import load_video_frames, video_matrix
-from rproxjax.experiments import _claims
-from rproxjax.experiments._grid import extend_axis
-from rproxjax.experiments._store import Store, check_dtype, say
 
 METHODS = ("R-ProxSPB", "R-ProxSGD", "R-Subgrad")
 

@@ -3,7 +3,7 @@
 The paper runs R-ProxSPB for 1000 iterations with batch size 100 and SPAMS "using the same
 batch size and the same number of gradient oracles", and reports one point per method
 (mnist: R-ProxSPB 18 nonzeros, explained variance 0.0190; SPAMS 185, 0.0179). Protocol here
-(the peers are configured as in :mod:`rproxjax.experiments._peers`):
+(the peers are configured as in :mod:`experiments._peers`):
 
 * Budget B: R-ProxSPB's sample gradients in ``iterations`` iterations (n per refresh,
   2 |S2| per inner step). SPAMS reads B samples (``iter = B // batch``);
@@ -22,7 +22,7 @@ batch size and the same number of gradient oracles", and reports one point per m
   ``spams_lambda2s`` (the codes' ridge weight); MiniBatchSparsePCA over ``sklearn_penalties``.
 * The paper's single-point comparison: R-ProxSPB at the operating point against each peer at
   its matched setting, paired by seed. The fronts: every method's whole sweep.
-* Metrics (:func:`rproxjax.experiments._peers.loadings_metrics`): the paper's explained
+* Metrics (:func:`experiments._peers.loadings_metrics`): the paper's explained
   variance tr(X^T A A^T X) / tr(X^T X) (as a fraction of ||A||_F^2), the adjusted variance of
   Zou, Hastie and Tibshirani (which does not reward correlated loadings), nonzeros
   (|x_ij| > 1e-3 of X with unit columns), and wall time (R-ProxSPB at the operating point:
@@ -41,11 +41,11 @@ import jax.numpy as jnp
 import numpy as np
 
 import rproxjax
+from experiments import _claims
+from experiments._grid import extend_axis
+from experiments._spca import load_data
+from experiments._store import Store, check_dtype, say
 from rproxjax import problems
-from rproxjax.experiments import _claims
-from rproxjax.experiments._grid import extend_axis
-from rproxjax.experiments._spca import load_data
-from rproxjax.experiments._store import Store, check_dtype, say
 
 OURS = "R-ProxSPB"
 PEERS = ("SPAMS", "MiniBatchSparsePCA")
@@ -89,7 +89,7 @@ def _program(cfg, shape, dtype):
 
 def _lanes(program, data, lanes) -> list[dict]:
     """Runs ``lanes`` (``(eta, mu, seed)`` triples) in one call; a row per lane."""
-    from rproxjax.experiments._peers import loadings_metrics
+    from experiments._peers import loadings_metrics
 
     eta, mu, seed = (np.asarray(v) for v in zip(*lanes, strict=True))
     loss, x, ifo = jax.block_until_ready(program(
@@ -102,7 +102,7 @@ def _lanes(program, data, lanes) -> list[dict]:
 
 def _timed(cfg, data, eta, mu, seed) -> dict:
     """One R-ProxSPB run with :func:`rproxjax.fit`, timed (the operating point)."""
-    from rproxjax.experiments._peers import loadings_metrics
+    from experiments._peers import loadings_metrics
 
     x0, key = _start(seed, data.shape[1], cfg.r, data.dtype)
     start = time.perf_counter()
@@ -227,7 +227,7 @@ def label(s) -> str:
 
 def _peer(store, cfg, data, method, setting_, seed, progress, name, *, tuning=False) -> dict:
     """One peer run (a store unit) at a setting (penalty, lambda2), at R-ProxSPB's budget."""
-    from rproxjax.experiments import _peers
+    from experiments import _peers
 
     penalty, lambda2 = setting_
     extra = "" if lambda2 is None else f"/lambda2={lambda2!r}"
@@ -245,7 +245,7 @@ def _peer(store, cfg, data, method, setting_, seed, progress, name, *, tuning=Fa
 
 
 def run(name, cfg, out_dir, *, force=False, progress=True) -> dict:
-    from rproxjax.experiments import _peers
+    from experiments import _peers
 
     settings = {"peer_blas_threads": 1,
                 "nonzero_tol": _peers.NONZERO_TOL}

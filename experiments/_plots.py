@@ -6,10 +6,10 @@ import pathlib
 
 import numpy as np
 
-from rproxjax.experiments import _peers_report, _rmc_report
-from rproxjax.experiments._spca_protocol import SINGLE_SAMPLE
-from rproxjax.experiments._spca_summary import first_pass_time
-from rproxjax.experiments._style import COLORS, STAND_INS, figure
+from experiments import _peers_report, _rmc_report
+from experiments._spca_protocol import SINGLE_SAMPLE
+from experiments._spca_summary import first_pass_time
+from experiments._style import COLORS, STAND_INS, figure
 
 SPCA_METHODS = ("R-ProxSPB", "R-ProxSGD", "R-ProxSVRG", "R-ProxSARAH", "R-Subgrad",
                 "R-Subgrad-1", "ManPG")

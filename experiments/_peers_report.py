@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rproxjax.experiments._style import COLORS, STAND_INS, figure
+from experiments._style import COLORS, STAND_INS, figure
 
 OURS = "R-ProxSPB"
 

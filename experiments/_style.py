@@ -1,7 +1,7 @@
 """What the figures and ``results/README.md`` share: the methods' colours, the data sets'
 names, and new matplotlib figures (``matplotlib.figure.Figure``: no pyplot, no backend
-switch). Imports no other module of :mod:`rproxjax.experiments`, so that the figures
-(:mod:`rproxjax.experiments._plots`) and the sections of each experiment
+switch). Imports no other module of :mod:`experiments`, so that the figures
+(:mod:`experiments._plots`) and the sections of each experiment
 (``_peers_report``, ``_rmc_report``) can all use it."""
 
 from __future__ import annotations

@@ -2,13 +2,13 @@
 
 Run one from the command line (results and figures go to ``results/``)::
 
-    python -m rproxjax.experiments spca-mnist-r10
-    python -m rproxjax.experiments --list
-    python -m rproxjax.experiments all --size tiny --out /tmp/results
+    python -m experiments spca-mnist-r10
+    python -m experiments --list
+    python -m experiments all --size tiny --out /tmp/results
 
 or from Python::
 
-    from rproxjax import experiments
+    import experiments
     result = experiments.run("spca-mnist-r10")          # resumes from results/*.json
     experiments.plot(result, "results")                  # the PNG figures
 
@@ -17,7 +17,7 @@ machine, the JAX version and the date) after every finished unit, so an interrup
 resumes where it stopped. ``summary.claims`` lists the paper's claims at its settings
 (quoted), the same comparisons at the project's own panels, the project's checks and the
 foregone comparisons, each with its outcome on every reported seed (a win only by more
-than the seed-to-seed spread) and its numbers (:mod:`rproxjax.experiments._claims`);
+than the seed-to-seed spread) and its numbers (:mod:`experiments._claims`);
 :func:`claim_lines` recomputes them from a file's units with the present accounting.
 
 Configurations (see :data:`CONFIGS`): ``spca-{mnist,fashion}-r{10,15}`` (Figures 1-3 and
@@ -32,7 +32,7 @@ SPAMS and scikit-learn comparisons need ``pip install -e ".[experiments]"``.
 
 from __future__ import annotations
 
-from rproxjax.experiments._configs import (
+from experiments._configs import (
     CONFIGS,
     PAPER_ETAS,
     PeersConfig,
@@ -40,8 +40,8 @@ from rproxjax.experiments._configs import (
     SPCAConfig,
     get_config,
 )
-from rproxjax.experiments._plots import plot
-from rproxjax.experiments._store import load
+from experiments._plots import plot
+from experiments._store import load
 
 __all__ = [
     "CONFIGS",
@@ -75,11 +75,11 @@ def run(name: str, *, size: str = "paper", out_dir="results", force: bool = Fals
     """
     cfg = config if config is not None else get_config(name, size)
     if cfg.kind == "spca":
-        from rproxjax.experiments import _spca as module
+        from experiments import _spca as module
     elif cfg.kind == "peers":
-        from rproxjax.experiments import _peers_table as module
+        from experiments import _peers_table as module
     else:
-        from rproxjax.experiments import _rmc as module
+        from experiments import _rmc as module
     return module.run(name, cfg, out_dir, force=force, progress=progress)
 
 
@@ -87,8 +87,8 @@ def claim_lines(result: dict) -> list[str]:
     """The claims of a results file, recomputed from its units with the present accounting:
     one line of counts per kind (the paper's claims, the project's panels, its checks, the
     foregone comparisons), then one line per claim with its verdict over the seeds."""
-    from rproxjax.experiments import _claims
-    from rproxjax.experiments._report import summarize
+    from experiments import _claims
+    from experiments._report import summarize
 
     claims = summarize(result)["claims"]
     t = _claims.tally(claims)

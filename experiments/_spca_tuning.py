@@ -32,9 +32,9 @@ import jax.numpy as jnp
 import numpy as np
 
 import rproxjax
+from experiments._spca_protocol import BLOCK_METHODS
 from rproxjax import problems
 from rproxjax._contract import block_cost
-from rproxjax.experiments._spca_protocol import BLOCK_METHODS
 
 #: The factor by which an axis extends past its edge.
 EXTEND = 2.0
@@ -97,7 +97,7 @@ def _program(method, cfg, d, dtype, steps, optimizer, batch_size):
 class Evaluator:
     """Mean final F over the tuning seeds of (panel, eta, gamma) lanes after a fixed number
     of steps, each lane run once (a cache), recorded in ``records``. With a ``checkpoint``
-    (:class:`~rproxjax.experiments._store.Checkpoint`) each chunk's outputs are saved as it
+    (:class:`~experiments._store.Checkpoint`) each chunk's outputs are saved as it
     finishes, and a chunk saved before (the same stage, steps and lanes) is read back
     instead of run: a resumed tuning forms the same chunks in the same order, so it
     reproduces the interrupted one bit for bit."""
@@ -220,7 +220,7 @@ def tune(method, cfg, data, mus, *, optimizer, schedule, seed_keys, gammas=None,
 
     Args:
       method: a stochastic method of the experiment.
-      cfg: the :class:`~rproxjax.experiments._configs.SPCAConfig`.
+      cfg: the :class:`~experiments._configs.SPCAConfig`.
       data: the centred data, n x d.
       mus: the panels' l1 weights.
       optimizer: ``optimizer(method, eta, mu, cfg, gamma=)`` (arrays allowed).
@@ -229,7 +229,7 @@ def tune(method, cfg, data, mus, *, optimizer, schedule, seed_keys, gammas=None,
       seed_keys: one stacked (X0 key, sampling key) per tuning seed.
       gammas: the gamma axis (default ``cfg.tuning_gammas`` for the proximal methods,
         tuned; a single value is held fixed).
-      checkpoint: a :class:`~rproxjax.experiments._store.Checkpoint` that keeps each
+      checkpoint: a :class:`~experiments._store.Checkpoint` that keeps each
         chunk of runs as it finishes (see :class:`Evaluator`), or None.
 
     Returns:
