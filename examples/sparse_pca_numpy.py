@@ -33,7 +33,7 @@ def main(argv=None):
           f"mu = {float(res.mu):.4g}")
     print(f"adjusted explained variance {float(res.adjusted_variance):.4f}, "
           f"components orthonormal to "
-          f"{np.abs(res.components.T @ res.components - np.eye(args.components)).max():.1e}")
+          f"{np.abs(res.loadings.T @ res.loadings - np.eye(args.components)).max():.1e}")
     print("path:     mu  nonzeros  adjusted variance")
     for mu, nnz, var in zip(res.path.mu, res.path.nonzeros, res.path.adjusted_variance,
                             strict=True):

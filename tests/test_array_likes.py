@@ -237,7 +237,7 @@ problems.spca_objective(x, data, 0.1), problems.explained_variance(x, data)
 problems.stationarity(x, g, 0.5, rproxjax.l1(0.1))
 rproxjax.fit(rproxjax.r_prox_sgd(0.1, 0.5, rproxjax.l1(0.1)), problems.spca_loss, x, data,
              key=jax.random.key(0), batch_size=10, num_epochs=1)
-assert rproxjax.sparse_pca(data, 2, mu=0.1, passes=1).components.dtype == np.float32
+assert rproxjax.sparse_pca(data, 2, mu=0.1, passes=1).loadings.dtype == np.float32
 rproxjax.robust_matrix_completion(rng.random((10, 8)), rng.random((10, 8)) < 0.7, rank=1,
                                   passes=1, throw=False)
 print("ok")
@@ -299,7 +299,7 @@ def test_big_endian_numpy_data_are_taken_in_native_order():
     native = RNG.standard_normal((200, 12))
     swapped = native.astype(native.dtype.newbyteorder(">"))
     res = [rproxjax.sparse_pca(d, 2, mu=0.1, passes=2) for d in (swapped, native)]
-    np.testing.assert_array_equal(np.asarray(res[0].components), np.asarray(res[1].components))
+    np.testing.assert_array_equal(np.asarray(res[0].loadings), np.asarray(res[1].loadings))
     assert rproxjax.fit(rproxjax.r_prox_sgd(0.1, 0.5, rproxjax.l1(0.1)), problems.spca_loss,
                         X0, swapped[:, :10], key=KEY, batch_size=20, num_epochs=1).params.shape \
         == X0.shape
@@ -322,8 +322,8 @@ def test_masked_arrays_with_masked_entries_are_an_error():
         rproxjax.r_prox_sgd(0.1, np.ma.masked_array(0.5, mask=True), rproxjax.l1(0.1))
     unmasked = np.ma.masked_array(values, mask=np.zeros(values.shape, bool))
     np.testing.assert_array_equal(
-        np.asarray(rproxjax.sparse_pca(unmasked, 2, mu=0.1, passes=1).components),
-        np.asarray(rproxjax.sparse_pca(values, 2, mu=0.1, passes=1).components))
+        np.asarray(rproxjax.sparse_pca(unmasked, 2, mu=0.1, passes=1).loadings),
+        np.asarray(rproxjax.sparse_pca(values, 2, mu=0.1, passes=1).loadings))
 
 
 class _Frame:
@@ -342,11 +342,11 @@ def test_objects_that_convert_to_numpy_are_data():
     taken as its NumPy values, by the task functions, the estimator and ``fit``."""
     values = RNG.standard_normal((80, 6))
     res = [rproxjax.sparse_pca(d, 2, mu=0.1, passes=2) for d in (_Frame(values), values)]
-    np.testing.assert_array_equal(np.asarray(res[0].components), np.asarray(res[1].components))
+    np.testing.assert_array_equal(np.asarray(res[0].loadings), np.asarray(res[1].loadings))
     np.testing.assert_array_equal(np.asarray(res[0].transform(_Frame(values[:5]))),
                                   np.asarray(res[1].transform(values[:5])))
     est = rproxjax.SparsePCA(2, mu=0.1, passes=2).fit(_Frame(values))
-    np.testing.assert_array_equal(est.components_, np.asarray(res[1].components).T)
+    np.testing.assert_array_equal(est.components_, np.asarray(res[1].loadings).T)
     x0 = np.linalg.qr(values[:2].T)[0]
     runs = [rproxjax.fit(rproxjax.r_prox_sgd(0.1, 0.5, rproxjax.l1(0.1)), problems.spca_loss,
                          x0, d, key=KEY, batch_size=20, num_epochs=1)

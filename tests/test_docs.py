@@ -31,7 +31,7 @@ def getting_started():
 def test_getting_started_sparse_pca(getting_started):
     spca, fixed = getting_started["spca"], getting_started["fixed"]
     assert abs(spca.nonzeros - 100) <= 5  # the target, within the path's tolerance
-    x = np.asarray(spca.components, np.float64)
+    x = np.asarray(spca.loadings, np.float64)
     assert x.shape == (784, 5) and np.linalg.norm(x.T @ x - np.eye(5)) < 1e-4
     assert getting_started["scores"].shape == (1000, 5)
     assert len(spca.path.mu) > 1

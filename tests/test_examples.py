@@ -22,7 +22,7 @@ def test_sparse_pca_on_a_numpy_matrix(capsys):
     assert f"{res.nonzeros} nonzeros (target 80)" in out
     assert abs(res.nonzeros - 80) <= 4
     assert out.count("\n") > len(res.path.mu)  # one line per point of the path
-    x = np.asarray(res.components, np.float64)
+    x = np.asarray(res.loadings, np.float64)
     assert np.linalg.norm(x.T @ x - np.eye(4)) < 1e-4
 
 

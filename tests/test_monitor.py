@@ -226,7 +226,7 @@ def test_sparse_pca_draws_its_epochs_and_the_same_result_without(monkeypatch):
     text = terminal.getvalue()
     epochs = int(shown.history.epoch_loss.shape[0]) - 1
     assert f"{epochs}/{epochs}" in text and "IFO/n" in text
-    np.testing.assert_array_equal(shown.components, quiet.components)
+    np.testing.assert_array_equal(shown.loadings, quiet.loadings)
     with pytest.raises(TypeError, match="progress must be True or False"):
         rproxjax.sparse_pca(data, 2, passes=3, progress=1)
 

@@ -167,17 +167,17 @@ def test_sparse_pca_compiles_its_run_again_for_x64_and_reuses_it_otherwise():
 
     with jax.enable_x64(False):
         off = run(data.astype(np.float32))
-    assert misses() == 1 and off.components.dtype == np.float32
+    assert misses() == 1 and off.loadings.dtype == np.float32
     on = run(data.astype(np.float32))
-    assert misses() == 2 and on.components.dtype == np.float32
+    assert misses() == 2 and on.loadings.dtype == np.float32
     high = run(data)
-    assert misses() == 3 and high.components.dtype == np.float64
+    assert misses() == 3 and high.loadings.dtype == np.float64
     again = run(data)
     with jax.enable_x64(False):
         run(data.astype(np.float32))
     run(data.astype(np.float32))
     assert misses() == 3
-    np.testing.assert_array_equal(again.components, high.components)
+    np.testing.assert_array_equal(again.loadings, high.loadings)
     for low in (off, on):  # the same run in float32, up to the columns' signs
-        np.testing.assert_allclose(np.abs(low.components), np.abs(high.components), atol=1e-4)
+        np.testing.assert_allclose(np.abs(low.loadings), np.abs(high.loadings), atol=1e-4)
     assert spca_task._cached_program.cache_parameters()["maxsize"] == 32

@@ -27,10 +27,28 @@ def test_same_result_as_the_fit_path_for_the_same_settings():
     start = _pca_start(data, 3, seed=3)  # the task's PCA start
     ref = rproxjax.fit(opt, problems.spca_loss, start, data, key=key, batch_size=s["batch_size"],
                        num_steps=res.num_steps)
-    np.testing.assert_allclose(res.components, ref.params, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(res.loadings, ref.params, rtol=0, atol=1e-10)
     assert int(ref.epoch_ifo[-1]) == round(res.passes * 400)
     assert res.passes <= 6.0
-    np.testing.assert_allclose(res.scores, data @ res.components, atol=1e-10)
+    np.testing.assert_allclose(res.scores, data @ res.loadings, atol=1e-10)
+
+
+def test_components_is_the_deprecated_name_of_the_loadings():
+    """The d x r field is ``loadings``, in the place ``components`` had (the result's pytree
+    leaves keep their order); ``components`` still reads it, with a warning naming the new
+    field and the release that removes it; the estimator's ``components_`` is its transpose
+    (scikit-learn's r x d)."""
+    assert rproxjax.SparsePCAResult._fields[:3] == ("loadings", "mean", "scores")
+    res = rproxjax.sparse_pca(SMALL, 2, mu=0.6, passes=1)
+    assert res.loadings.shape == (16, 2)
+    assert jax.tree.leaves(res)[0] is res.loadings
+    with pytest.warns(DeprecationWarning,
+                      match=r"components is deprecated .* rproxjax 0\.5: use \.loadings"):
+        old = res.components
+    assert old is res.loadings
+    est = rproxjax.SparsePCA(n_components=2, mu=0.6, passes=1).fit(SMALL)
+    assert est.components_.shape == (2, 16)
+    np.testing.assert_array_equal(est.components_, np.asarray(res.loadings).T)
 
 
 def test_refit_keeps_the_support_and_orthonormality_and_adds_variance():
@@ -39,7 +57,7 @@ def test_refit_keeps_the_support_and_orthonormality_and_adds_variance():
     least the model's; the history is the same run."""
     model = rproxjax.sparse_pca(SMALL, 4, mu=0.6, passes=5, refit=False)
     res = rproxjax.sparse_pca(SMALL, 4, mu=0.6, passes=5)
-    x, x_model = np.asarray(res.components), np.asarray(model.components)
+    x, x_model = np.asarray(res.loadings), np.asarray(model.loadings)
     assert res.settings["refit"] and not model.settings["refit"]
     support = np.abs(x_model) > 1e-3
     assert np.all(x[~support] == 0.0)
@@ -53,11 +71,11 @@ def test_refit_of_one_component_is_the_top_eigenvector_on_its_support():
     support (a dense eigh), when that explains more variance than the model's point."""
     model = rproxjax.sparse_pca(SMALL, 1, mu=1.5, passes=5, refit=False)
     res = rproxjax.sparse_pca(SMALL, 1, mu=1.5, passes=5)
-    s = np.flatnonzero(np.abs(np.asarray(model.components)[:, 0]) > 1e-3)
+    s = np.flatnonzero(np.abs(np.asarray(model.loadings)[:, 0]) > 1e-3)
     assert 1 < s.size < 16
     a = SMALL - SMALL.mean(axis=0)
     w, v = np.linalg.eigh(a[:, s].T @ a[:, s] / 400)
-    x = np.asarray(res.components)[:, 0]
+    x = np.asarray(res.loadings)[:, 0]
     np.testing.assert_allclose(np.abs(x[s]), np.abs(v[:, -1]), atol=1e-10)
     assert float(res.component_variance[0]) == pytest.approx(w[-1], rel=1e-10)
     assert w[-1] > float(model.component_variance[0])
@@ -70,10 +88,10 @@ def test_refit_explains_more_variance_on_real_data(loader):
     data = loader(n=2000, seed=2)
     model = rproxjax.sparse_pca(data, 5, mu=0.8, passes=3, refit=False)
     res = rproxjax.sparse_pca(data, 5, mu=0.8, passes=3)
-    assert res.components.dtype == jnp.float32
+    assert res.loadings.dtype == jnp.float32
     assert res.nonzeros <= model.nonzeros
     assert float(res.adjusted_variance) > float(model.adjusted_variance) + 1e-3
-    x = np.asarray(res.components, np.float64)
+    x = np.asarray(res.loadings, np.float64)
     assert np.linalg.norm(x.T @ x - np.eye(5)) < 1e-5
 
 
@@ -114,7 +132,7 @@ def test_refit_best_picks_the_better_pattern_and_stays_orthonormal():
     data = load_mnist(n=2000, seed=4, dtype=np.float64)
     a = data - data.mean(axis=0)
     model = rproxjax.sparse_pca(data, 5, mu=0.1, passes=3, refit=False)
-    x = np.asarray(model.components)
+    x = np.asarray(model.loadings)
     cut = _cut(np.linalg.eigh(a.T @ a)[1][:, ::-1][:, :5], 1500)
     index, out, value = refit_best([x, cut], a, 1e-3)
     np.testing.assert_allclose(out.T @ out, np.eye(5), atol=1e-12)
@@ -145,7 +163,7 @@ def test_a_targets_pattern_and_mu_say_where_they_come_from(target, support):
         assert counts[at[0]] == counts[counts <= target].max()
         own = rproxjax.sparse_pca(SMALL, 3, mu=float(res.mu), passes=3, refit=False)
         assert float(res.adjusted_variance) >= float(own.adjusted_variance) - 1e-6
-    x = np.asarray(res.components)
+    x = np.asarray(res.loadings)
     np.testing.assert_allclose(x.T @ x, np.eye(3), atol=1e-12)
 
 
@@ -168,8 +186,8 @@ def test_a_target_with_the_refit_stops_at_a_run_it_can_cut():
     assert len(counts) < len(near_counts)  # refit=False refined on
     assert np.any(np.abs(near_counts - target) <= NONZERO_RTOL * target)
     a = SMALL - SMALL.mean(axis=0)
-    own = refit_on_support(np.asarray(near.components, np.float64), a, 1e-3)[2]
-    ours = np.sum(np.diag(np.linalg.qr(a @ np.asarray(res.components, np.float64),
+    own = refit_on_support(np.asarray(near.loadings, np.float64), a, 1e-3)[2]
+    ours = np.sum(np.diag(np.linalg.qr(a @ np.asarray(res.loadings, np.float64),
                                        mode="r")) ** 2) / len(a)
     assert res.nonzeros <= target and ours >= own * (1 - 1e-3)
 
@@ -184,7 +202,7 @@ def test_refit_best_with_the_first_start_alone_is_refit_on_support():
     from rproxjax._tasks.refit import refit_best, refit_on_support
 
     a = SMALL - SMALL.mean(axis=0)
-    x = np.asarray(rproxjax.sparse_pca(SMALL, 3, mu=0.6, passes=3, refit=False).components)
+    x = np.asarray(rproxjax.sparse_pca(SMALL, 3, mu=0.6, passes=3, refit=False).loadings)
     index, out, value = refit_best([x], a, 1e-3)
     ref, _, ref_value = refit_on_support(x, a, 1e-3)
     assert index == 0 and value == ref_value
@@ -228,7 +246,7 @@ def test_pca_start_spans_the_top_principal_subspace():
 
 def test_invariants_and_metrics_against_numpy():
     res = rproxjax.sparse_pca(SMALL, 4, mu=0.5, passes=5)
-    x = np.asarray(res.components)
+    x = np.asarray(res.loadings)
     assert np.linalg.norm(x.T @ x - np.eye(4)) < 1e-12
     a = SMALL - SMALL.mean(axis=0)
     total = np.sum(a * a)
@@ -247,12 +265,12 @@ def test_invariants_and_metrics_against_numpy():
 def test_follows_the_input_dtype_and_numpy_equals_jax():
     a = rproxjax.sparse_pca(SMALL.astype(np.float32), 2, mu=0.3, passes=3)
     b = rproxjax.sparse_pca(jnp.asarray(SMALL, jnp.float32), 2, mu=0.3, passes=3)
-    assert a.components.dtype == jnp.float32
-    np.testing.assert_array_equal(a.components, b.components)
-    x = np.asarray(a.components, np.float64)
+    assert a.loadings.dtype == jnp.float32
+    np.testing.assert_array_equal(a.loadings, b.loadings)
+    x = np.asarray(a.loadings, np.float64)
     assert np.linalg.norm(x.T @ x - np.eye(2)) < 1e-5
     c = rproxjax.sparse_pca(np.round(SMALL * 10).astype(np.int64), 2, passes=3)
-    assert jnp.issubdtype(c.components.dtype, jnp.floating)
+    assert jnp.issubdtype(c.loadings.dtype, jnp.floating)
 
 
 @pytest.mark.parametrize("method", ["r_prox_sgd", "r_subgrad", "manpg"])
@@ -260,7 +278,7 @@ def test_other_methods_decrease_the_objective(method):
     res = rproxjax.sparse_pca(SMALL, 3, mu=0.3, method=method, passes=6)
     loss = np.asarray(res.history.epoch_loss)
     assert loss[-1] < loss[0]
-    x = np.asarray(res.components)
+    x = np.asarray(res.loadings)
     assert np.linalg.norm(x.T @ x - np.eye(3)) < 1e-10
 
 
@@ -416,10 +434,10 @@ def test_a_small_spread_about_a_large_mean_is_variance():
     rows = np.tile(1.0 + np.random.default_rng(8).random(10), (57, 1)).astype(np.float32)
     rows[5, 3] += 1e-4
     res = rproxjax.sparse_pca(rows, 1, mu=1e-9, passes=2)
-    assert int(np.argmax(np.abs(np.asarray(res.components[:, 0])))) == 3
+    assert int(np.argmax(np.abs(np.asarray(res.loadings[:, 0])))) == 3
     uncentred = rproxjax.sparse_pca(np.full((57, 10), 0.1), 1, mu=1e-3, center=False,
                                     passes=2)  # equal rows are a direction uncentred
-    np.testing.assert_allclose(np.abs(np.asarray(uncentred.components[:, 0])),
+    np.testing.assert_allclose(np.abs(np.asarray(uncentred.loadings[:, 0])),
                                np.full(10, 10 ** -0.5), atol=1e-6)
 
 
@@ -429,7 +447,7 @@ def test_nested_lists_and_mu_lists_are_arrays():
     data = SMALL[:200, :8]
     ref = rproxjax.sparse_pca(data, 2, mu=np.array([0.1, 0.3]), passes=2)
     got = rproxjax.sparse_pca(data.tolist(), 2, mu=[0.1, 0.3], passes=2)
-    np.testing.assert_array_equal(np.asarray(got.components), np.asarray(ref.components))
+    np.testing.assert_array_equal(np.asarray(got.loadings), np.asarray(ref.loadings))
     np.testing.assert_array_equal(np.asarray(ref.transform(data[:5].tolist())),
                                   np.asarray(ref.transform(data[:5])))
 
@@ -482,7 +500,7 @@ def test_nonzeros_target_is_hit_on_real_data(loader, target):
     assert res.nonzeros in counts
     again = rproxjax.sparse_pca(data, 5, mu=float(res.mu), passes=4, refit=False)
     assert abs(again.nonzeros - res.nonzeros) <= max(2, 0.02 * target)
-    x = np.asarray(res.components, np.float64)
+    x = np.asarray(res.loadings, np.float64)
     assert np.linalg.norm(x.T @ x - np.eye(5)) < 1e-4  # float32 data
 
 
@@ -499,10 +517,10 @@ def test_nonzeros_target_with_the_refit_beats_the_nearest_run(loader):
     assert abs(res.nonzeros - 400) <= 20
     if res.settings["support"] != "run":
         assert res.nonzeros <= 400
-    x = np.asarray(res.components, np.float64)
+    x = np.asarray(res.loadings, np.float64)
     assert np.linalg.norm(x.T @ x - np.eye(5)) < 1e-4
     a = np.asarray(data - data.mean(axis=0))
-    refitted = refit_on_support(np.asarray(near.components), a, 1e-3)[2] * len(a)
+    refitted = refit_on_support(np.asarray(near.loadings), a, 1e-3)[2] * len(a)
     assert float(res.adjusted_variance) * np.sum(a.astype(np.float64) ** 2) >= \
         refitted * (1 - 1e-4)
 
@@ -529,10 +547,10 @@ def test_estimator_in_pipeline_and_grid_search():
 def test_estimator_matches_the_task_function():
     est = rproxjax.SparsePCA(n_components=3, mu=0.4, passes=4, random_state=2).fit(SMALL)
     res = rproxjax.sparse_pca(SMALL, 3, mu=0.4, passes=4, seed=2)
-    np.testing.assert_array_equal(est.components_, np.asarray(res.components).T)
+    np.testing.assert_array_equal(est.components_, np.asarray(res.loadings).T)
     back = est.inverse_transform(est.transform(SMALL))
     a = SMALL - SMALL.mean(axis=0)
-    x = np.asarray(res.components)
+    x = np.asarray(res.loadings)
     np.testing.assert_allclose(back, a @ x @ x.T + SMALL.mean(axis=0), atol=1e-10)
     assert est.get_params()["mu"] == 0.4
     assert est.set_params(mu=0.1).mu == 0.1
@@ -570,7 +588,7 @@ def test_defaults_follow_the_data_scale():
     not scale: 1e-6 differences here), so the defaults need no tuning per unit."""
     a = rproxjax.sparse_pca(SMALL, 3, passes=4)
     b = rproxjax.sparse_pca(SMALL * 255.0, 3, passes=4)
-    np.testing.assert_allclose(b.components, a.components, atol=1e-4)
+    np.testing.assert_allclose(b.loadings, a.loadings, atol=1e-4)
     assert float(b.mu) == pytest.approx(float(a.mu) * 255.0**2, rel=1e-10)
     assert a.nonzeros == b.nonzeros
 
@@ -781,6 +799,6 @@ def test_as_many_components_as_features_have_a_path():
     (mu_max) is 0; the path takes lambda_max instead of failing on a zero grid."""
     data = SMALL[:, :4]
     res = rproxjax.sparse_pca(data, 4, nonzeros=6, passes=3)
-    x = np.asarray(res.components)
+    x = np.asarray(res.loadings)
     assert res.nonzeros <= 6 and np.linalg.norm(x.T @ x - np.eye(4)) < 1e-10
     assert res.settings["mu_max"] > 0

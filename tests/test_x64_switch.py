@@ -24,8 +24,8 @@ if switch:  # float32 first, then x64 on
     jax.config.update("jax_enable_x64", True)
 spca = rproxjax.sparse_pca(data, 2, mu=0.1, passes=2)
 rmc = rproxjax.robust_matrix_completion(low, mask, 2)
-assert spca.components.dtype == rmc.low_rank.dtype == np.float64
-print(np.asarray(spca.components).tobytes().hex()[:4000])
+assert spca.loadings.dtype == rmc.low_rank.dtype == np.float64
+print(np.asarray(spca.loadings).tobytes().hex()[:4000])
 print(np.asarray(rmc.low_rank).tobytes().hex()[:4000])
 """
 

@@ -31,7 +31,7 @@ class SparsePCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
 
     Attributes:
       components_: r x n_features, orthonormal rows (scikit-learn's layout: the transpose
-        of :func:`sparse_pca`'s d x r components).
+        of :func:`sparse_pca`'s d x r ``loadings``).
       mean_: the mean of the training rows (zeros when ``center=False``).
       n_components_: r.
       explained_variance_: the variance each component adds (R_jj^2 / n of the adjusted
@@ -88,7 +88,7 @@ class SparsePCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                          q=self.q, eta=self.eta, gamma=self.gamma, refit=self.refit,
                          seed=int(seed))
         dtype = X.dtype  # type: ignore[union-attr]
-        self.components_ = np.asarray(res.components, dtype).T.copy()
+        self.components_ = np.asarray(res.loadings, dtype).T.copy()
         self.mean_ = np.asarray(res.mean, dtype)
         self.n_components_ = int(r)
         total = float(np.sum((X - self.mean_) ** 2)) / X.shape[0]  # type: ignore[union-attr]

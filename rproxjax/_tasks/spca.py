@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from typing import Any, NamedTuple
 
 import jax
@@ -63,7 +64,7 @@ class SparsePCAPath(NamedTuple):
 
     Attributes:
       mu: the l1 weights, increasing.
-      nonzeros: total nonzeros of the components at each mu.
+      nonzeros: total nonzeros of the loadings at each mu.
       explained_variance: the paper's explained variance at each mu (see
         :class:`SparsePCAResult`).
       adjusted_variance: the adjusted variance at each mu.
@@ -79,10 +80,13 @@ class SparsePCAResult(NamedTuple):
     """What :func:`sparse_pca` returns (its example shows one).
 
     Attributes:
-      components: the loadings X, d x r with orthonormal columns (X^T X = I); refitted on
-        their support unless ``refit=False`` (see :func:`sparse_pca`).
+      loadings: X, d x r with orthonormal columns (X^T X = I), one column per component;
+        refitted on their support unless ``refit=False`` (see :func:`sparse_pca`). It is
+        the transpose of :class:`rproxjax.SparsePCA`'s ``components_`` (r x d,
+        scikit-learn's layout). Its former name ``components`` is deprecated (removed in
+        0.5).
       mean: the mean subtracted from the rows (zeros when ``center=False``).
-      scores: (data - mean) X, n x r: the data in the components' coordinates.
+      scores: (data - mean) X, n x r: the data in the loadings' coordinates.
       explained_variance: the paper's measure tr(X^T A A^T X) / tr(X^T X), A = (data -
         mean)^T, divided by the total variance ||A||_F^2: the mean fraction of the variance
         that one component explains.
@@ -107,7 +111,7 @@ class SparsePCAResult(NamedTuple):
         directions')).
     """
 
-    components: Array
+    loadings: Array
     mean: Array
     scores: Array
     explained_variance: Array
@@ -123,8 +127,22 @@ class SparsePCAResult(NamedTuple):
     path: SparsePCAPath | None
     settings: dict[str, Any]
 
+    @property
+    def components(self) -> Array:
+        """The former name of :attr:`loadings` (the same d x r array; deprecated, removed
+        in 0.5).
+
+        Warns:
+          DeprecationWarning: always; use ``.loadings``.
+        """
+        warnings.warn("SparsePCAResult.components is deprecated and will be removed in "
+                      "rproxjax 0.5: use .loadings (the same d x r array; "
+                      "SparsePCA().components_ is its transpose).", DeprecationWarning,
+                      stacklevel=2)
+        return self.loadings
+
     def transform(self, data: ArrayLike) -> Array:
-        """(data - mean) X: new rows (m x d) in the components' coordinates (m x r).
+        """(data - mean) X: new rows (m x d) in the loadings' coordinates (m x r).
 
         Raises:
           TypeError: for ``data`` that is not an array (or nested list) of real numbers.
@@ -132,10 +150,10 @@ class SparsePCAResult(NamedTuple):
             floating dtype other than float32 and float64.
         """
         data = _as_matrix("data", data, None)
-        if data.shape[1] != self.components.shape[0]:
-            raise ValueError(f"data must have d = {self.components.shape[0]} columns, got "
+        if data.shape[1] != self.loadings.shape[0]:
+            raise ValueError(f"data must have d = {self.loadings.shape[0]} columns, got "
                              f"shape {data.shape}.")
-        return _scores(data, self.mean, self.components)
+        return _scores(data, self.mean, self.loadings)
 
 
 # ------------------------------------------------------------------------ input
@@ -434,7 +452,7 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
         logger ``"rproxjax"``.
 
     Returns:
-      A :class:`SparsePCAResult`: the components, scores, explained variance (the paper's
+      A :class:`SparsePCAResult`: the loadings (d x r), scores, explained variance (the paper's
       and the adjusted one), nonzeros, the mu and steps used, the run's history, the path.
 
     Raises:
@@ -452,9 +470,9 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
         >>> rng = np.random.default_rng(0)
         >>> data = rng.standard_normal((500, 20)) * np.linspace(3, 0.5, 20)
         >>> res = rproxjax.sparse_pca(data, 3, nonzeros=12, passes=4)
-        >>> res.components.shape, abs(res.nonzeros - 12) <= 2
+        >>> res.loadings.shape, abs(res.nonzeros - 12) <= 2
         ((20, 3), True)
-        >>> bool(np.allclose(res.components.T @ res.components, np.eye(3), atol=1e-6))
+        >>> bool(np.allclose(res.loadings.T @ res.loadings, np.eye(3), atol=1e-6))
         True
     """
     data, r, passes = _checked_arguments(data, n_components, mu, nonzeros, method, passes,
@@ -504,7 +522,7 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
         history = None
     (explained, adjusted, per_comp, nnz_cols), scores = _finish(x, centred)
     return SparsePCAResult(
-        components=x, mean=prep["mean"], scores=scores, explained_variance=explained,
+        loadings=x, mean=prep["mean"], scores=scores, explained_variance=explained,
         adjusted_variance=adjusted, component_variance=per_comp,
         nonzeros=int(np.sum(np.asarray(nnz_cols))), nonzeros_per_component=nnz_cols,
         mu=mu_out, method=method, num_steps=steps, passes=ifo / n, history=history, path=path,
