@@ -2,7 +2,7 @@
 
 Run from the repository root (a few minutes on a 2-core CPU)::
 
-    python benchmarks/capture_subproblems.py    # writes rproxjax/_data/subproblems_mnist.npz
+    python benchmarks/capture_subproblems.py    # writes experiments/data/subproblems_mnist.npz
     python benchmarks/capture_subproblems.py --steps 60 140 220 --out /tmp/x.npz
 
 What it does (everything in float64):
@@ -70,8 +70,8 @@ What it does (everything in float64):
   ============== ===================== =========================================================
 
   plus ``methods`` (names) and ``provenance`` (lines of text: command, data, seeds, steps,
-  etas, rproxjax commit, verification). Load with ``rproxjax.datasets.load_subproblems(r,
-  dtype)``.
+  etas, rproxjax commit, verification). Load with
+  ``experiments.subproblems.load_subproblems(r, dtype)``.
 """
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ def parse_args(argv=None):
     p.add_argument("--check-tol", type=float, default=1e-8,
                    help="max |update - (Retr(eta zeta) - X)| allowed in the verification")
     p.add_argument("--out", type=Path,
-                   default=ROOT / "rproxjax" / "_data" / "subproblems_mnist.npz")
+                   default=ROOT / "experiments" / "data" / "subproblems_mnist.npz")
     args = p.parse_args(argv)
     if any(s < 1 or s >= args.iterations for s in args.steps):
         p.error("--steps must lie in [1, iterations): lam_h_prev needs a previous step")

@@ -1,6 +1,6 @@
 """Semi-smooth Newton on real subproblems: steps, evaluations and time per call, by rule.
 
-The 64 subproblems of ``rproxjax/_data/subproblems_mnist.npz`` (R-ProxSGD and R-ProxSPB on MNIST,
+The 64 subproblems of ``experiments/data/subproblems_mnist.npz`` (R-ProxSGD and R-ProxSPB on MNIST,
 r = 10 and 15, mu in {0.05, 0.2, 0.4, 0.8}, t = 0.1) are solved by ``rproxjax.tangent_prox``
 from the warm starts the file holds:
 
@@ -42,6 +42,8 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
+from pathlib import Path
 
 import jax
 
@@ -49,8 +51,11 @@ jax.config.update("jax_enable_x64", True)
 
 import numpy as np  # noqa: E402
 
+# the repository root, for the lab's fixture (experiments/, which the wheel does not ship)
+sys.path.append(str(Path(__file__).resolve().parents[1]))
+
 import rproxjax  # noqa: E402
-from rproxjax.datasets import load_subproblems  # noqa: E402
+from experiments.subproblems import load_subproblems  # noqa: E402
 
 try:  # run as a script: benchmarks/ is on sys.path
     from _timing import machine_info, print_table, save_results, time_fn

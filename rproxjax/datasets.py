@@ -1,7 +1,7 @@
 """Real data for the demos and tests, shipped with the repository (NumPy only; nothing downloads).
 
 The files ship inside the package, in ``rproxjax/_data/`` (so an installed wheel carries them:
-17 MB); the repository's ``data/README.md`` gives their provenance, licences, exact derivation
+14 MB); the repository's ``data/README.md`` gives their provenance, licences, exact derivation
 and sha256 values. Each is one uint8 ``.npy`` array in an
 ``.xz`` stream (read with Python's ``lzma``):
 
@@ -11,10 +11,6 @@ and sha256 values. Each is one uint8 ``.npy`` array in an
 * ``vtest_72x96.npy.xz``: all 795 frames of OpenCV's fixed-camera ``vtest.avi`` street video,
   grayscale, 72 x 96 (2x2 block means of 144 x 192). It is the stand-in for the paper's I2R
   "Hall" / "Airport" videos, which no package registry ships.
-
-One more file is not a data set: ``subproblems_mnist.npz`` holds 64 tangent-space proximal
-subproblems captured from optimizer runs on MNIST (``benchmarks/capture_subproblems.py`` made
-it), read by :func:`load_subproblems` for the subproblem solver's tests and benchmarks.
 
 Where the files are looked for, first match of:
 
@@ -48,7 +44,6 @@ import lzma
 import numbers
 import os
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -57,12 +52,10 @@ __all__ = [
     "DATA_DIR_ENV",
     "FASHION_MNIST_FILE",
     "MNIST_FILE",
-    "SUBPROBLEMS_FILE",
     "VIDEO_FILE",
     "default_data_dir",
     "load_fashion_mnist",
     "load_mnist",
-    "load_subproblems",
     "load_video_frames",
     "video_matrix",
 ]
@@ -71,7 +64,6 @@ DATA_DIR_ENV = "RPROXJAX_DATA_DIR"
 MNIST_FILE = "mnist70k.npy.xz"
 FASHION_MNIST_FILE = "fashion_mnist10k.npy.xz"
 VIDEO_FILE = "vtest_72x96.npy.xz"
-SUBPROBLEMS_FILE = "subproblems_mnist.npz"
 
 _SHAPES = {
     MNIST_FILE: (70000, 784),
@@ -344,110 +336,6 @@ def load_video_frames(
     frames = raw[start : start + n_frames * step : step].astype(dt)
     frames /= dt.type(255)
     return frames
-
-
-@functools.lru_cache(maxsize=2)
-def _read_npz_cached(path: str, mtime_ns: int, size: int) -> dict:
-    del mtime_ns, size  # cache key only: a rewritten file is read again
-    with np.load(path, allow_pickle=False) as f:
-        arrays = {name: f[name] for name in f.files}
-    for array in arrays.values():
-        array.flags.writeable = False
-    return arrays
-
-
-def _orthonormalize(x: np.ndarray) -> np.ndarray:
-    """The polar factor X (X^T X)^{-1/2}, in float64 (a new array)."""
-    x = x.astype(np.float64)
-    w, v = np.linalg.eigh(x.T @ x)
-    return x @ ((v / np.sqrt(w)) @ v.T)
-
-
-def load_subproblems(r: int, dtype: npt.DTypeLike = np.float64, *,
-                     data_dir: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
-    """The captured tangent-space proximal subproblems of rank ``r``, as NumPy arrays.
-
-    ``subproblems_mnist.npz`` holds 32 instances for each r in {10, 15}: the subproblems
-    R-ProxSGD and R-ProxSPB were about to solve at iterations 60, 140, 220 and 299 of
-    300-iteration runs of online sparse PCA on 20,000 MNIST digits, for mu in {0.05, 0.2, 0.4,
-    0.8} and t = 0.1 (``data/README.md`` gives the provenance; ``benchmarks/capture_subproblems.py``
-    made the file). Solve one with :func:`rproxjax.tangent_prox`, e.g.
-    ``tangent_prox(inst["x"], inst["g"], inst["t"], rproxjax.l1(inst["mu"]), lam=inst["lam0"])``
-    (with ``jax_enable_x64`` for float64).
-
-    Each instance is a dict with
-
-    * ``x``: the point X (784 x r). Stored in float32, it is re-orthonormalized here by its
-      polar factor X (X^T X)^{-1/2} (eigh in float64, then cast to ``dtype``), since the
-      float32 rounding leaves ||X^T X - I|| ~ 1e-7;
-    * ``g``: the gradient estimate G (784 x r; stored rounded to float32), cast to ``dtype``;
-    * ``t``, ``mu``: the proximal step and the l1 weight (Python floats);
-    * ``lam_prev``: the multiplier the optimizer warm-started from (r x r);
-    * ``lam_h_prev``: lam_prev - sym(X_prev^T G_prev) / 2 for the previous step's X_prev and
-      G_prev (r x r);
-    * ``lam_s``: sym(X^T S_prev) / 2 with S_prev the previous solution's subgradient of h
-      (r x r): the optimizers' warm start is Lambda_0 = sym(X^T G) / 2 + lam_s
-      (``tangent_prox(..., lam=sym(X^T G) / 2 + lam_s)`` solves what
-      ``tangent_prox(..., subgradient=S_prev)`` does);
-    * ``lam0``: that warm start, sym(X^T G) / 2 + lam_s (r x r, formed from the arrays above);
-    * ``method``: ``"R-ProxSGD"`` or ``"R-ProxSPB"``; ``step``: the iteration (int);
-      ``eta``: the step eta_t the optimizer used at that iteration (float).
-
-    Arrays are of ``dtype`` and fresh copies (safe to modify); the file is read once per process
-    (again if it changes).
-
-    Args:
-        r: the rank, 10 or 15.
-        dtype: a floating NumPy dtype for the arrays.
-        data_dir: folder holding ``subproblems_mnist.npz``; default ``$RPROXJAX_DATA_DIR``, else
-            the repository's ``data/``.
-
-    Returns:
-        A list of 32 dicts, ordered by mu, then method, then iteration.
-
-    Raises:
-        FileNotFoundError: the file is not in the searched folder.
-        ValueError: the file holds no instances of rank ``r``, or ``r`` or ``dtype`` is invalid.
-
-    Example:
-        >>> import numpy as np
-        >>> from rproxjax.datasets import load_subproblems
-        >>> insts = load_subproblems(10)
-        >>> len(insts), insts[0]["x"].shape, insts[0]["x"].dtype
-        (32, (784, 10), dtype('float64'))
-        >>> x = insts[0]["x"]
-        >>> bool(np.allclose(x.T @ x, np.eye(10), atol=1e-12))
-        True
-        >>> sorted({inst["mu"] for inst in insts}), insts[0]["method"]
-        ([0.05, 0.2, 0.4, 0.8], 'R-ProxSGD')
-    """
-    r = _check_int(r, "r", minimum=1)
-    dt = _check_float_dtype(dtype)
-    path = _locate(SUBPROBLEMS_FILE, data_dir)
-    stat = path.stat()
-    a = _read_npz_cached(str(path), stat.st_mtime_ns, stat.st_size)
-    if f"x_r{r}" not in a:
-        ranks = sorted(int(k[3:]) for k in a if k.startswith("x_r"))
-        raise ValueError(f"no instances of rank {r} in {path}; ranks: {ranks}")
-    methods = [str(m) for m in a["methods"]]
-    out = []
-    for i in range(a[f"x_r{r}"].shape[0]):
-        inst = {
-            "x": _orthonormalize(a[f"x_r{r}"][i]).astype(dt),
-            "g": a[f"g_r{r}"][i].astype(dt),
-            "t": float(a[f"t_r{r}"][i]),
-            "mu": float(a[f"mu_r{r}"][i]),
-            "lam_prev": a[f"lam_r{r}"][i].astype(dt),
-            "lam_h_prev": a[f"lamh_r{r}"][i].astype(dt),
-            "lam_s": a[f"lams_r{r}"][i].astype(dt),
-            "method": methods[int(a[f"method_r{r}"][i])],
-            "step": int(a[f"step_r{r}"][i]),
-            "eta": float(a[f"eta_r{r}"][i]),
-        }
-        xtg = inst["x"].T @ inst["g"]
-        inst["lam0"] = 0.25 * (xtg + xtg.T) + inst["lam_s"]
-        out.append(inst)
-    return out
 
 
 def video_matrix(frames: npt.ArrayLike) -> tuple[np.ndarray, tuple[int, int]]:

@@ -1,6 +1,7 @@
-"""The captured subproblems of ``rproxjax/_data/subproblems_mnist.npz``, under the tests' name.
+"""The captured subproblems of ``experiments/data/subproblems_mnist.npz``, under the tests'
+name.
 
-A re-export of :func:`rproxjax.datasets.load_subproblems` (documented there)::
+A re-export of :func:`experiments.subproblems.load_subproblems` (documented there)::
 
     from tests.subproblem_instances import load_instances
     for inst in load_instances(10, np.float64):
@@ -8,6 +9,6 @@ A re-export of :func:`rproxjax.datasets.load_subproblems` (documented there)::
                                            rproxjax.l1(inst["mu"]), lam=inst["lam_prev"])
 """
 
-from rproxjax.datasets import load_subproblems as load_instances
+from experiments.subproblems import load_subproblems as load_instances
 
 __all__ = ["load_instances"]

@@ -76,8 +76,21 @@ def test_the_wheel_ships_every_data_file_and_the_type_marker():
     shipped = {p.relative_to(package) for g in globs for p in package.glob(g)}
     data = {p.relative_to(package) for p in datasets.default_data_dir().iterdir()
             if p.is_file()}
-    assert data and data <= shipped
     assert pathlib.Path("py.typed") in shipped
-    for name in (datasets.MNIST_FILE, datasets.FASHION_MNIST_FILE, datasets.VIDEO_FILE,
-                 datasets.SUBPROBLEMS_FILE):
-        assert pathlib.Path("_data") / name in shipped
+    # the data sets a user loads, and nothing else (no test or benchmark fixtures)
+    assert data == shipped - {pathlib.Path("py.typed")} == {
+        pathlib.Path("_data") / name
+        for name in (datasets.MNIST_FILE, datasets.FASHION_MNIST_FILE, datasets.VIDEO_FILE)}
+
+
+def test_the_wheel_ships_the_library_and_not_the_lab():
+    """The packages setuptools finds with pyproject's rule are rproxjax's alone: the lab
+    (experiments/), benchmarks and tests stay in the repository."""
+    import setuptools
+
+    rule = PYPROJECT["tool"]["setuptools"]["packages"]["find"]
+    found = setuptools.find_packages(str(ROOT), include=rule["include"],
+                                     exclude=rule.get("exclude", ()))
+    assert "rproxjax" in found and "rproxjax._ssn" in found
+    assert all(name == "rproxjax" or name.startswith("rproxjax.") for name in found), found
+    assert (ROOT / "experiments" / "__init__.py").exists()  # the lab is a package, not found

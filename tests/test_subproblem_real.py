@@ -1,5 +1,5 @@
 """The default Newton rule on real subproblems captured on MNIST
-(rproxjax/_data/subproblems_mnist.npz).
+(experiments/data/subproblems_mnist.npz).
 
 Step counts are deterministic, so the goals of the subproblem kernel are asserted here:
 few and uniform Newton steps at tolerance 1e-8 (float64), every call converged (float32 at
