@@ -40,13 +40,11 @@ __all__ = ["DEFAULT_LAM", "DEFAULT_PASSES", "DEFAULT_STEPS", "DEFAULT_TOL", "REF
 #: (eta, step_scale) per method, for data whose median observed |M_ij| is
 #: :data:`REFERENCE_MAGNITUDE`: points of the paper's video experiment's step grid
 #: (``results/rmc-video.json``, etas 8, 4, 2, 1, 0.5, 0.1, 0.01 times S scales 0.03, 0.1, 0.3,
-#: 1). R-Subgrad's is its tuned choice there. R-ProxSPB and R-ProxSGD chose larger steps,
-#: (2, 0.1) and (4, 0.1), which first raise F (R-ProxSGD's about 2.5 times) and recover
-#: within the 4 passes on the whole video but not on small matrices (R-ProxSPB's F rises
-#: from 5.1 to 21.9 on a 30 x 20 rank-1 test matrix; R-ProxSGD's background on a 24 x 32
-#: crop of 40 frames ends further from the median than its start, 0.219 against 0.213).
-#: Their defaults are the smaller steps (0.5, 0.3) and (1, 0.3), which end 8% and 1.5%
-#: above the tuned choices' F on the video (medians over the reported seeds).
+#: 1). R-Subgrad's is its tuned choice there. R-ProxSPB's and R-ProxSGD's tuned choices,
+#: (2, 0.1) and (4, 0.1), raise F before they lower it: they recover within the budget on
+#: the whole video, not on small matrices. Their defaults are the smaller grid points
+#: (0.5, 0.3) and (1, 0.3), which lower F from the start on small matrices too, for a final
+#: F on the video somewhat above the tuned choices' (``results/rmc-video.json``).
 DEFAULT_STEPS = MappingProxyType({
     "r_prox_spb": (0.5, 0.3),
     "r_prox_sgd": (1.0, 0.3),
