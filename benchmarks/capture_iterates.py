@@ -17,6 +17,7 @@ settings are built through ``rproxjax.SSN``'s flat keywords where both versions 
 from __future__ import annotations
 
 import argparse
+import pathlib
 import sys
 import warnings
 
@@ -52,9 +53,19 @@ def _leaves(prefix, tree, out):
             out[f"{prefix}/{i}"] = np.asarray(leaf)
 
 
+def _load_subproblems(r, dtype):
+    """The captured subproblems: from the lab (``experiments.subproblems``, run from the
+    repository root) or, in older checkouts, ``rproxjax.datasets``."""
+    if hasattr(rp.datasets, "load_subproblems"):
+        return rp.datasets.load_subproblems(r, dtype)
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+    from experiments.subproblems import load_subproblems
+    return load_subproblems(r, dtype)
+
+
 def kernel(out):
     for dtype in (np.float64, np.float32):
-        insts = rp.datasets.load_subproblems(10, dtype)[::4]
+        insts = _load_subproblems(10, dtype)[::4]
         for name, kw in RULES.items():
             for rtol in (0.0, 0.1):
                 ssn = _ssn(rtol=rtol, **kw)

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 from rproxjax import _checks, grassmann, stiefel
 from rproxjax._ssn.config import SSN
 from rproxjax._ssn.solve import SubproblemInfo, tangent_prox
-from rproxjax._typing import Array, ArrayLike, Regularizer
+from rproxjax._typing import Array, ArrayLike, ProxRegularizer, Regularizer
 
 __all__ = [
     "Block", "Euclidean", "Grassmann", "Stiefel", "as_blocks", "is_block", "map_blocks",
@@ -80,7 +80,7 @@ class Block:
                 f"unknown retraction {retraction!r} for a {type(self).__name__} block; "
                 f"expected one of {self.retractions}."
             )
-        if reg is not None and not hasattr(reg, "prox"):
+        if reg is not None and not isinstance(reg, ProxRegularizer):
             raise ValueError(f"reg must be a regularizer (rproxjax.l1, rproxjax.l21), got {reg!r}.")
         _checks.check_positive("step_scale", step_scale)
         self.reg = reg
@@ -107,7 +107,7 @@ class Block:
         if not hasattr(x, "shape"):
             raise TypeError(f"{name} must be an array, got {type(x).__name__}.")
         self._check_point(name, x)
-        if self.reg is not None and hasattr(self.reg, "check"):
+        if self.reg is not None:
             self.reg.check(x.shape)
 
     def _check_point(self, name, x):
@@ -220,7 +220,7 @@ class Stiefel(_Manifold):
 
     def __init__(self, reg: Regularizer | None = None, retraction: str = "polar",
                  step_scale: ArrayLike = 1.0) -> None:
-        if reg is not None and hasattr(reg, "prox") and not hasattr(reg, "prox_jacobian"):
+        if isinstance(reg, ProxRegularizer) and not isinstance(reg, Regularizer):
             raise ValueError(
                 "a Stiefel block's reg must be a regularizer with prox and prox_jacobian "
                 f"(rproxjax.l1, rproxjax.l21: the subproblem's Newton steps), got {reg!r}.")
@@ -345,7 +345,7 @@ def as_blocks(reg=None, blocks=None, retraction: str = "polar"):
     the params) gives each leaf its own geometry and regularizer.
     """
     if blocks is None:
-        if reg is not None and not hasattr(reg, "prox_jacobian"):
+        if reg is not None and not isinstance(reg, Regularizer):
             hint = (" (a pytree of blocks now goes through blocks=)"
                     if jax.tree.leaves(reg, is_leaf=is_block) and
                     all(is_block(b) for b in jax.tree.leaves(reg, is_leaf=is_block)) else "")

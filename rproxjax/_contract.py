@@ -49,9 +49,12 @@ class Needs:
         which its update calls ``grad_fn`` (``"prev_params"``, ``"snapshot"``), or None.
         A runner may then evaluate the minibatch gradient at X_t and at that point in one
         ``jax.vmap``-ed call and pass the latter as the extra argument ``grad_fn_value``
-        (``fit`` does; on MNIST sparse PCA on CPU the pair costs 1.2-1.5 gradients' time).
+        (``fit`` does, in one batched gradient evaluation).
         A chain whose transformations call ``grad_fn`` at different points, or one of which
         declares no point, merges to :data:`CONFLICTING_POINTS`: no value is passed then.
+      lands: the update lands on the manifold (a retraction, ManPG): ``params + update`` is
+        the new feasible point, so no link of an ``optax.chain`` may follow it (a changed
+        update would move X off the manifold); the runner checks this before compiling.
 
     Example:
         >>> import jax, rproxjax
@@ -68,6 +71,7 @@ class Needs:
     value_fn: bool = False
     full_batch: bool = False
     grad_fn_point: str | None = None
+    lands: bool = False
 
     def merge(self, other: Needs) -> Needs:
         """The needs of two transformations of one chain together.
@@ -85,6 +89,7 @@ class Needs:
             self.refresh_every if self.refresh_every is not None else other.refresh_every,
             self.grad_fn or other.grad_fn, self.value_fn or other.value_fn,
             self.full_batch or other.full_batch, _merge_points(self, other),
+            self.lands or other.lands,
         )
 
     @property

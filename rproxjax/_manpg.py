@@ -35,7 +35,7 @@ from rproxjax._typing import Array, ArrayLike, PyTree, Regularizer
 
 __all__ = ["ManPGState", "manpg"]
 
-_NEEDS = Needs(value_fn=True, full_batch=True)
+_NEEDS = Needs(value_fn=True, full_batch=True, lands=True)
 #: manpg's former keyword arguments, by the SSN field each sets.
 _OLD_NAMES = MappingProxyType({"linear_solver": "linear_solver", "ssn_max_steps": "max_steps",
                                "ssn_method": "rule"})

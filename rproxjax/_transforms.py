@@ -34,9 +34,9 @@ import optax
 import optax.tree_utils as otu
 
 from rproxjax import _checks
-from rproxjax._blocks import as_blocks, map_blocks, total_sq_norm
+from rproxjax._blocks import as_blocks, is_block, map_blocks, total_sq_norm
 from rproxjax._checks import renamed
-from rproxjax._contract import StepInfo
+from rproxjax._contract import Needs, StepInfo
 from rproxjax._results import Status
 from rproxjax._ssn.config import SSN, with_deprecated
 from rproxjax._ssn.solve import SubproblemInfo
@@ -120,11 +120,10 @@ def check_state(state, cls, name):
 def valid_strengths(blocks):
     """Traced regularizer strengths and step scales are checked at run time: mu >= 0 and
     step_scale > 0 (finite). Invalid values halt the step instead of a wrong answer."""
-    oks = [jnp.all(jnp.isfinite(a) & (a >= 0)) for b in
-           jax.tree.leaves(blocks, is_leaf=lambda n: hasattr(n, "step_scale"))
-           for a in jax.tree.leaves(b.reg)]
-    oks += [jnp.all(jnp.isfinite(b.step_scale) & (jnp.asarray(b.step_scale) > 0)) for b in
-            jax.tree.leaves(blocks, is_leaf=lambda n: hasattr(n, "step_scale"))]
+    leaves = jax.tree.leaves(blocks, is_leaf=is_block)
+    oks = [jnp.all(jnp.isfinite(a) & (a >= 0)) for b in leaves for a in jax.tree.leaves(b.reg)]
+    oks += [jnp.all(jnp.isfinite(b.step_scale) & (jnp.asarray(b.step_scale) > 0))
+            for b in leaves]
     return jnp.all(jnp.stack(oks)) if oks else jnp.bool_(True)
 
 
@@ -318,17 +317,20 @@ class RetractionState(NamedTuple):
       count: updates taken (int32; the argument of a learning-rate schedule).
       halted: True once a retracted point was not finite or a traced learning rate was
         not finite and > 0; from then on every update is zero.
+      needs: the declared :class:`rproxjax.Needs` (static): the update lands on the
+        manifold.
 
     Example:
         >>> import jax, rproxjax
         >>> x = rproxjax.stiefel.random_point(jax.random.key(0), 6, 2)
         >>> state = rproxjax.retract(0.5).init(x)
-        >>> int(state.count), bool(state.halted)
-        (0, False)
+        >>> int(state.count), bool(state.halted), state.needs.lands
+        (0, False, True)
     """
 
     count: Array  # type: ignore[assignment]  # a field, shadowing tuple.count
     halted: Array
+    needs: Needs = Needs(lands=True)
 
 
 def retract(learning_rate: ScalarOrSchedule, *, blocks: PyTree | None = None,

@@ -14,7 +14,7 @@ import pytest
 import rproxjax
 from rproxjax import stiefel
 from rproxjax._ssn import linear as _newton
-from rproxjax._ssn.secant import l1_secant_shift
+from rproxjax._regularizers.l1_secant import l1_secant_shift
 
 
 def _residual(x, base, t, reg, lam):

@@ -121,9 +121,11 @@ def test_step_info_and_needs_are_found_through_chains():
                      [jnp.float64, jnp.bool_, jnp.int32, jnp.float64])
     assert optax.tree_utils.tree_get(state, "info") is info
     needs = rproxjax._contract.find_needs(jax.eval_shape(opt.init, X0))
-    assert needs == rproxjax.Needs(refresh_every=5, grad_fn=True, grad_fn_point="prev_params")
+    assert needs == rproxjax.Needs(refresh_every=5, grad_fn=True, grad_fn_point="prev_params",
+                                   lands=True)  # the retraction lands on the manifold
     assert rproxjax._contract.find_needs(rproxjax.manpg(0.1, None, tol=1e-6).init(X0)) == \
-        rproxjax.Needs(value_fn=True, full_batch=True)
+        rproxjax.Needs(value_fn=True, full_batch=True, lands=True)
+    assert not rproxjax._contract.find_needs(rproxjax.proximal_step(0.1).init(X0)).lands
     assert rproxjax.step_info(optax.sgd(0.1).init(X0)) is None
     with pytest.raises(ValueError, match="different refresh periods"):
         rproxjax._contract.find_needs(

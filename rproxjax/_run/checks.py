@@ -57,13 +57,11 @@ def _is_optax_chain(optimizer) -> bool:
 
 
 def _lands_on_manifold(node) -> bool:
-    """A state (or part of one) holding the link whose update lands on the manifold."""
-    from rproxjax._manpg import ManPGState
-    from rproxjax._transforms import RetractionState
+    """A state (or part of one) holding a link whose update lands on the manifold (its
+    :class:`rproxjax.Needs` says ``lands``)."""
+    from rproxjax._contract import find_needs
 
-    return any(isinstance(leaf, RetractionState | ManPGState)
-               for leaf in jax.tree.leaves(node, is_leaf=lambda n: isinstance(
-                   n, RetractionState | ManPGState)))
+    return find_needs(node).lands
 
 
 def _check_nothing_after_the_step(state, where="optimizer"):

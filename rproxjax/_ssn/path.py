@@ -6,10 +6,10 @@ mask) its Jacobian is 4t Gram(mask), and an entry (i, c) crossing +-t mu_c chang
 +-4t b b^T with b = vech(e_c x_i^T) (x_i the i-th row of X): a rank-one change.
 
 The secant rule's step solves (4t Gram + diag(R) + rho I) D = -E_0 once (R the coordinate
-secant shift, :mod:`rproxjax._ssn.secant`) and moves along D as if the active set stayed fixed.
-Where entries cross their thresholds on the way, that line is wrong after the first
-crossing: the exact line search then stops near the first breakpoint and the solve changes
-about one entry per Newton step.
+secant shift, :mod:`rproxjax._regularizers.l1_secant`) and moves along D as if the active
+set stayed fixed. Where entries cross their thresholds on the way, that line is wrong after
+the first crossing: the exact line search then stops near the first breakpoint and the
+solve changes about one entry per Newton step.
 
 The path step follows instead the homotopy E(Lambda(s)) = (1 - s) E_0, s from 0 to 1: on
 each piece Lambda moves along D_k = -M_k^{-1} E_0, M_k = M_0 +- the rank-one changes of the
@@ -17,9 +17,10 @@ entries crossed so far and M_0 = 4t Gram(mask_0) + diag(R) + rho I, up to the fi
 that crosses its threshold (a ratio test over the d x r entries,
 :meth:`rproxjax.L1.first_breakpoint`). The crossing entry is toggled and M_k updated by
 Sherman-Morrison in product form (one Cholesky solve with the step's factor and O(k m) work,
-m = r(r+1)/2, plus a d r^2 product per breakpoint), until s reaches 1 or :attr:`PathSteps.max_breaks`
-crossings; a downdate that would make M_k (nearly) singular ends the path there. Where
-the budget runs out, the rest of the step (1 - s) is taken along the last direction as well.
+m = r(r+1)/2, plus a d r^2 product per breakpoint), until s reaches 1 or
+:attr:`PathSteps.max_breaks` crossings; a downdate that would make M_k (nearly) singular
+ends the path there. Where the budget runs out, the rest of the step (1 - s) is taken
+along the last direction as well.
 The secant shift R keeps the step's pieces well conditioned (a regularization alone can
 leave the path on pieces whose Gram matrix is numerically singular, where a small ||E||
 does not bound zeta's error). Candidates: the full Newton step (taken without a path where

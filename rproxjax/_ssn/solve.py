@@ -537,7 +537,7 @@ def tangent_prox(
     t = _checks.as_dtype(t, dtype, eager)
     if reg is None:
         return _solve_smooth(x, g, t)
-    if not hasattr(reg, "prox_jacobian"):
+    if not isinstance(reg, Regularizer):
         raise ValueError(f"reg must be None or a regularizer (rproxjax.l1, rproxjax.l21), "
                          f"got {reg!r}.")
     reg.check(x.shape)  # type: ignore[union-attr]

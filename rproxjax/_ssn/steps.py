@@ -10,7 +10,7 @@ static settings, ``escalated`` the adaptive rule's per-call flag.
 * :func:`secant_step` (``"secant"`` and ``"adaptive"``): minimizes the dual
   phi(Lambda) = ||prox_{t h}(W)||^2 / (2t) - 2 tr(Lambda) (convex, piecewise quadratic,
   gradient E) along a Newton direction whose diagonal is raised to the coordinate secant
-  curvature (:mod:`rproxjax._ssn.secant`), by an exact line search or the full step,
+  curvature (:mod:`rproxjax._regularizers.l1_secant`), by an exact line search or the full step,
   whichever leaves the smaller residual. Loose solves (``rtol > 0``) regularize more,
   skip the shift and take the full step where it cuts ||E|| enough; tight float64 l1
   solves on the dense path take path steps (:mod:`rproxjax._ssn.path`); the adaptive
@@ -42,6 +42,7 @@ from rproxjax._ssn.records import (  # noqa: F401 - the step functions' vocabula
     residual,
     stops,
 )
+from rproxjax._typing import EntrywiseBreakpoints, JacobiDiagonal
 
 # The reference rule's backtracking (its code's constants): s = 1, halved while ||E||^2
 # does not fall by (1 - 1e-3 s), down to s = 1e-3.
@@ -154,7 +155,7 @@ def _secant_direction(p: Problem, ssn: SSN, escalated, it: Iterate, loose):
         shift = shifted() if sec.loose_shift else _cond(loose, zeros, shifted)
         return direction(p, ssn, it, shift, rho)
 
-    if not (adaptive and rule.jacobi_first and hasattr(reg, "jacobian_gram_diagonal")):
+    if not (adaptive and rule.jacobi_first and isinstance(reg, JacobiDiagonal)):
         return newton()
 
     def jacobi():
@@ -171,7 +172,7 @@ def takes_path_steps(p: Problem, ssn: SSN) -> bool:
     :class:`rproxjax.PathSteps` on dense systems, a regularizer with entrywise breakpoints
     (l1), float64 unless the path steps' ``float32``."""
     path = ssn.rule.path if isinstance(ssn.rule, Secant) else None
-    if path is None or uses_cg(ssn) or not hasattr(p.reg, "first_breakpoint"):
+    if path is None or uses_cg(ssn) or not isinstance(p.reg, EntrywiseBreakpoints):
         return False
     return p.x.dtype == jnp.dtype("float64") or (path.float32 and
                                                  p.x.dtype == jnp.dtype("float32"))
