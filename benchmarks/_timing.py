@@ -5,14 +5,9 @@ Everything here is generic (nothing depends on rproxjax):
 * :func:`time_fn` / :func:`time_samples`: wall time of a compiled JAX call,
   after warm-up, synchronized with ``jax.block_until_ready``; :func:`round_robin`: several
   calls timed in turn, round by round.
-* :func:`time_per_iteration`: the cost of one call of a function *inside* a
-  compiled ``lax.fori_loop`` (no per-call dispatch), which is what an
-  operation costs inside an iterative solver.
 * :func:`precompile` (:func:`precompile_reported`) / :func:`compile_count`: compile
   a benchmark's programs concurrently before timing them, and count the compilations
   that follow.
-* :func:`matmul_flops`: measured dense n x n @ n x n matmul throughput (FLOP/s)
-  for a dtype, the reference for FLOP-bound times.
 * :func:`machine_info`, :func:`markdown_table`, :func:`save_results`:
   describing the machine and writing JSON + Markdown under
   ``benchmarks/results/``.
@@ -36,23 +31,19 @@ from pathlib import Path
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 __all__ = [
     "RESULTS_DIR",
     "compile_count",
     "machine_info",
     "markdown_table",
-    "matmul_flops",
     "precompile",
     "precompile_reported",
     "print_table",
     "round_robin",
     "save_results",
     "time_fn",
-    "time_per_iteration",
     "time_samples",
 ]
 
@@ -205,63 +196,6 @@ def time_fn(
             max_seconds=max_seconds, min_repeats=min_repeats,
         )
     )
-
-
-def time_per_iteration(
-    fn: Callable,
-    *args,
-    n: int = 20,
-    repeats: int = 5,
-    warmup: int = 1,
-    reduce: Callable[[list[float]], float] = statistics.median,
-) -> float:
-    """Seconds per call of ``fn(*args)`` inside a compiled ``lax.fori_loop``.
-
-    The loop runs ``n`` calls and the result is the median (or ``reduce``)
-    loop time over ``n``, so per-call dispatch is amortized away. To keep XLA from hoisting
-    the loop-invariant call out of the loop, the first argument (an array) is
-    carried: each iteration feeds back ``args[0] + eps * sum(outputs)`` with
-    ``eps`` a runtime zero, which adds one pass over ``args[0]`` and over the
-    outputs (choose a small first argument and small outputs where possible).
-    """
-    first, *rest = args
-
-    def run(eps, carry0, *rest_):
-        def body(_, carry):
-            out = fn(carry, *rest_)
-            total = sum(jnp.sum(leaf) for leaf in jax.tree.leaves(out))
-            return carry + (eps * total).astype(carry.dtype)
-
-        return lax.fori_loop(0, n, body, carry0)
-
-    looped = jax.jit(run)
-    eps = jnp.zeros((), jnp.result_type(first))
-    seconds = time_fn(looped, eps, first, *rest, repeats=repeats, warmup=warmup, reduce=reduce)
-    return seconds / n
-
-
-def matmul_flops(
-    dtype,
-    n: int = 2000,
-    repeats: int = 5,
-    warmup: int = 1,
-    seed: int = 0,
-    reduce: Callable[[list[float]], float] = statistics.median,
-) -> float:
-    """Measured throughput (FLOP/s) of a jitted n x n @ n x n matmul in ``dtype``.
-
-    Median (or ``reduce``) time over ``repeats`` calls after ``warmup``; counts
-    2 n^3 FLOPs. This is the best case for the backend (large square GEMM), so
-    times derived from it are lower bounds.
-    """
-    dtype = jnp.dtype(dtype)
-    if dtype == jnp.float64 and not jax.config.read("jax_enable_x64"):
-        raise ValueError("float64 needs jax.config.update('jax_enable_x64', True).")
-    ka, kb = jax.random.split(jax.random.key(seed))
-    a = jax.random.normal(ka, (n, n), dtype)
-    b = jax.random.normal(kb, (n, n), dtype)
-    seconds = time_fn(jax.jit(jnp.matmul), a, b, repeats=repeats, warmup=warmup, reduce=reduce)
-    return 2.0 * n**3 / seconds
 
 
 def _cpu_model() -> str:

@@ -32,8 +32,8 @@ For each it reports the wall time, the XLA compilation time (the sum of JAX's
 from the persistent cache still counts one, of the load's duration), the tracing and lowering time
 (``jaxpr_trace_duration`` + ``jaxpr_to_mlir_module_duration``) and the rest (running,
 data loading, Python). Run it with ``PYTHONPATH`` pointing at another checkout to measure
-that version, with ``--label`` naming the results file (``results/compile_time_<label>.md``;
-the committed tables are ``--label before`` and ``--label after``).
+that version, with ``--label`` naming the results file (``results/compile_time_<label>.md``,
+for a comparison; the committed table, ``results/compile_time.md``, is this version's).
 """
 
 from __future__ import annotations

@@ -6,6 +6,9 @@ Run from the repository root::
     python benchmarks/scale.py --sizes 0 1 --no-save    # the sizes a CPU can afford
     python benchmarks/scale.py --name scale_gpu         # results/scale_gpu.{md,json}
 
+Saved as ``results/scale.{md,json}`` on CPU and ``results/scale_<backend>.{md,json}`` on
+another backend (``gpu_checks.sh`` names it ``scale_gpu``).
+
 Instance: synthetic online sparse PCA at (d, r, b) = (784, 10, 100), (4096, 32, 500),
 (16384, 64, 2000), generated on the device from ``jax.random`` (no download): n = 8 b
 samples z = U diag(sqrt(lambda)) s + 0.5 e with U orthonormal, each column supported on
@@ -276,8 +279,9 @@ def main(argv=None):
     parser.add_argument("--serial-compile", action="store_true",
                         help="compile each program at its first call instead of all of them "
                              "concurrently before timing")
-    parser.add_argument("--name", default=f"scale_{jax.default_backend()}",
-                        help="results file name (default scale_<backend>)")
+    backend = jax.default_backend()
+    parser.add_argument("--name", default="scale" if backend == "cpu" else f"scale_{backend}",
+                        help="results file name (default scale on CPU, else scale_<backend>)")
     parser.add_argument("--no-save", action="store_true")
     args = parser.parse_args(argv)
     start = time.perf_counter()

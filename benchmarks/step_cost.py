@@ -15,8 +15,8 @@ regularizer ``rproxjax.l1(mu)``, X0 = ``stiefel.random_point(key(0), 784, 10)``.
 float64 (x64 enabled here) and float32 (data, X0 and mu built in float32).
 
 Optimizers (subproblem settings ``ssn = rproxjax.SSN.stochastic()``: the adaptive Newton
-rule, ``rtol = SSN_RTOL`` = 0.1, ``max_steps`` = 100; polar retraction; ``main(ssn=...)``, as
-``step_cost_ab.py`` calls it, sets other settings):
+rule, ``rtol = SSN_RTOL`` = 0.1, ``max_steps`` = 100; polar retraction; ``main(ssn=...)`` sets
+other settings):
 
 * R-ProxSGD: ``r_prox_sgd(inverse_sqrt_schedule(1.0), 0.1, l1(mu), ssn=ssn)``;
 * R-ProxSPB: ``r_prox_spb(1.0, 0.1, l1(mu), q=100, ssn=ssn)``;

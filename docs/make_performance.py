@@ -5,11 +5,8 @@
 
 Each section copies one results file (written by a script of benchmarks/) under its own
 heading: its tables and their explanations, with the machine's description reduced to one
-line (no dates, host names or load averages). Files that are not the current measurement of
-the library are left out: dated copies (``*_YYYY-MM-DD.md``), comparisons with earlier
-versions (``jacobi_ab.md``), results whose text names a former
-default (``inexact.md``) and the older single-call scripts' tables
-(``subproblem.md``, ``solvers.md``, ``linear_solver.md``).
+line (no dates, host names or load averages). benchmarks/results/ holds one current table
+per script (and per device, ``*_gpu.md``); every one has a section here.
 """
 
 from __future__ import annotations
@@ -33,50 +30,26 @@ SECTIONS = [
     ("gpu_profile.md", "Where a step's time goes on a GPU, by kernel",
      "`benchmarks/gpu_profile.py` on a GPU: each step's device kernels, the custom calls in "
      "its program, and the retraction's and the Newton system's forms alone."),
-    ("sweep_floor.md", "What a sweep's lanes cost without the subproblem",
-     "`benchmarks/sweep_floor.py`: 8 vmapped lanes against one, for the parts of a step every "
-     "method takes."),
-    ("loss_form.md", "How the form of a loss sets its gradient's cost",
-     "`benchmarks/loss_form.py`: the minibatch gradient of one loss written three ways, in "
-     "the patterns the optimizers and sweeps run."),
-    ("sweep_profile.md", "Where a sweep's time goes, by XLA operation",
-     "`benchmarks/sweep_profile.py`: a CPU profile of the compiled sweeps of R-ProxSGD and "
-     "R-Subgrad, grouped by the JAX operation each XLA instruction comes from."),
     ("subproblem_real.md", "Newton steps on real subproblems, CPU",
      "`benchmarks/subproblem_real.py`: the subproblems captured from MNIST runs "
-     "(`rproxjax/_data/subproblems_mnist.npz`), by rule, linear solver and stopping test."),
+     "(`experiments/data/subproblems_mnist.npz`), by rule, linear solver and stopping test."),
     ("subproblem_real_gpu.md", "Newton steps on real subproblems, GPU",
      "`benchmarks/subproblem_real.py` on a GPU."),
-    ("hard_subproblems.md", "Degenerate subproblems at r = 32",
-     "`benchmarks/hard_subproblems.py`: subproblems captured from R-ProxSPB at d = 4096, whose "
-     "solutions have columns with fewer than r nonzeros."),
-    ("linear_solver_runs.md", "Dense against CG Newton systems inside runs",
-     "`benchmarks/linear_solver_runs.py`: R-ProxSGD steps at (d, r, b) = (4096, 32, 500)."),
-    ("inexact_loose.md", "Loose subproblem solves: the loss against IFOs",
-     "`benchmarks/inexact.py`: whole runs over 5 seeds at relative subproblem tolerances up "
-     "to 0.5, against exact solves."),
-    ("inexact_noise.md", "Loose subproblem solves: the error against the minibatch noise",
-     "`benchmarks/inexact_noise.py`: the solve error a relative tolerance leaves in zeta, "
-     "against the noise the minibatch itself puts into zeta."),
-    ("scale_cpu.md", "Accelerator sizes on CPU: (784, 10, 100)",
+    ("scale.md", "Accelerator sizes on CPU: (784, 10, 100)",
      "`benchmarks/scale.py`: synthetic sparse PCA, per-step cost and sweeps over mu."),
-    ("scale_cpu_d4096.md", "Accelerator sizes on CPU: (4096, 32, 500)", "`benchmarks/scale.py`."),
-    ("scale_cpu_d16384.md", "Accelerator sizes on CPU: (16384, 64, 2000)",
-     "`benchmarks/scale.py`."),
     ("scale_gpu.md", "Accelerator sizes on a GPU", "`benchmarks/scale.py` on a GPU."),
-    ("compile_time_after.md", "Compilation against running",
+    ("compile_time.md", "Compilation against running",
      "`benchmarks/compile_time.py`: the README's quickstart, a first fit, the demonstration "
      "and a loop over mu, each in a fresh process, and again in a second process with the "
      "persistent compilation cache; a new mu compiles nothing."),
-    ("path_rounds_after.md", "The rounds of a sparsity target's path",
-     "`benchmarks/path_rounds.py`: `sparse_pca(nonzeros=k)` on the quickstart's data, its "
-     "rounds, compiled time and result per target, against the library before the refit's "
-     "early stop."),
-    ("lapack_threads.md", "LAPACK's threads on the CPU",
-     "`benchmarks/lapack_threads.py`: a tall LAPACK QR between XLA products, with OpenBLAS's "
-     "threads on and off, and `sparse_pca`'s compiled fit."),
     ("streaming.md", "Online runs", "`benchmarks/streaming.py`: memory and throughput of "
      "R-ProxSGD over a generated stream."),
+    ("peers_quickstart.md", "Sparse PCA against SPAMS and scikit-learn",
+     "`benchmarks/peers_quickstart.py`: `sparse_pca` at its defaults against SPAMS and "
+     "scikit-learn's MiniBatchSparsePCA at matched nonzeros, on MNIST and Fashion-MNIST."),
+    ("rmc_peers.md", "Robust matrix completion against tensorly and a NumPy reference",
+     "`benchmarks/rmc_peers.py`: `robust_matrix_completion` at its defaults on planted "
+     "problems and the shipped video."),
 ]
 
 _META = re.compile(r"^- (\w+): (.*)$")

@@ -39,7 +39,7 @@ class SPCAConfig:
         the 1e-10 default runs to the step limit.
       linear_solver: the Newton systems of the subproblem ("dense" here: at r = 15 the
         dense r(r+1)/2 system is faster than the library's "auto" choice, CG, with
-        identical iterates; benchmarks/linear_solver.py).
+        identical iterates; benchmarks/scale.py times both).
       points_per_ifo: curve points per IFO/n for the minibatch methods.
       block_points: steps between curve points of the block methods (R-ProxSPB,
         R-ProxSVRG, R-ProxSARAH): points inside their blocks; must divide q.
