@@ -32,6 +32,7 @@ from rproxjax._regularizers import L1, L21, l1, l21
 from rproxjax._results import Status, describe
 from rproxjax._run.fit import FitResult, History, fit, pure_fit
 from rproxjax._run.monitor import EpochInfo
+from rproxjax._run.options import Recording, Sampling
 from rproxjax._run.sweep import sweep
 from rproxjax._ssn.config import (
     CG,
@@ -73,7 +74,7 @@ __all__ = [
     "ManPGState", "SSN_RTOL", "inverse_sqrt_schedule", "manpg", "r_prox_sarah", "r_prox_sgd",
     "r_prox_spb", "r_prox_svrg", "r_spider_boost", "r_subgrad",
     # running
-    "EpochInfo", "FitResult", "History", "fit", "pure_fit", "sweep",
+    "EpochInfo", "FitResult", "History", "Recording", "Sampling", "fit", "pure_fit", "sweep",
     # tasks: the applications on your own data in one call
     "RMCResult", "SparsePCA", "SparsePCAPath", "SparsePCAResult", "robust_matrix_completion",
     "sparse_pca",

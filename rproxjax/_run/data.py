@@ -14,14 +14,15 @@ set when ``refresh_size`` is None) followed by q - 1 minibatch steps.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-__all__ = ["FiniteSum", "Plan", "Stream", "chunk_steps", "chunked_mean", "leading_size"]
+__all__ = ["BlockInputs", "FiniteSum", "Plan", "Stream", "chunk_steps", "chunked_mean",
+           "leading_size"]
 
 
 class Plan(NamedTuple):
@@ -35,6 +36,20 @@ class Plan(NamedTuple):
     @property
     def blocks(self) -> int:
         return self.steps // self.q
+
+
+class BlockInputs(NamedTuple):
+    """The inputs of an epoch of blocks (a refresh, then q - 1 minibatch steps each).
+
+    Attributes:
+      minibatches: per block, its q - 1 minibatches: sample indices of shape
+        (blocks, q - 1, b) in finite-sum mode, the stacked samples themselves online.
+      refresh: per block, the refresh's large batch (indices of shape (blocks, |S1|), or
+        online its samples), or None where the refresh is the full data set.
+    """
+
+    minibatches: Any
+    refresh: Any
 
 
 def leading_size(tree) -> int:
@@ -109,7 +124,7 @@ class FiniteSum:
         return chunked_mean(lambda b: fn(x, b), self.batch(element), size, self.chunk_size)
 
     def epoch_inputs(self, key, plan: Plan):
-        """Index arrays of one epoch: (steps, b), or ((blocks, q - 1, b), refresh indices)."""
+        """Index arrays of one epoch: (steps, b), or with blocks a :class:`BlockInputs`."""
         if plan.q is None:
             if plan.batch_size == self.n:  # full batches: the data set itself, no gather
                 return jnp.zeros((plan.steps,), jnp.int32)
@@ -117,10 +132,10 @@ class FiniteSum:
         k_big, k_small = jax.random.split(key)
         small = _indices(k_small, self.n, (plan.blocks, plan.q - 1, plan.batch_size))
         if plan.refresh_size is None:
-            return small, None
+            return BlockInputs(small, None)
         big = jax.vmap(lambda k: _indices(k, self.n, (plan.refresh_size,)))(
             jax.random.split(k_big, plan.blocks))
-        return small, big
+        return BlockInputs(small, big)
 
     def get(self, element, plan: Plan):
         if plan.q is None and plan.batch_size == self.n:
@@ -159,17 +174,17 @@ class Stream:
 
     def chunk(self, plan: Plan, steps: int):
         """The inputs of the next ``steps`` steps (at most one epoch's): stacked batches, or
-        (small batches, refresh batch) of one block, cut short if ``steps < q``."""
+        the :class:`BlockInputs` of one block, cut short if ``steps < q``."""
         if plan.q is None:
             return self._take(steps)
         per_refresh = -(-plan.refresh_size // self.batch_size)
         big = jax.tree.map(lambda a: a.reshape((-1,) + a.shape[2:])[None, :plan.refresh_size],
                            self._take(per_refresh))
         if steps == 1:  # a refresh alone: no minibatch steps in this block
-            return jax.tree.map(
-                lambda a: np.zeros((1, 0, self.batch_size) + a.shape[2:], a.dtype), big), big
+            return BlockInputs(jax.tree.map(
+                lambda a: np.zeros((1, 0, self.batch_size) + a.shape[2:], a.dtype), big), big)
         small = jax.tree.map(lambda a: a[None], self._take(steps - 1))
-        return small, big
+        return BlockInputs(small, big)
 
     @staticmethod
     def apply(fn, x, element, plan: Plan):

@@ -7,7 +7,9 @@ once per structure (:mod:`rproxjax._run.compile`): a second call that changes
 only hyperparameter values (mu, step sizes, the data's values, the key)
 compiles nothing. :func:`pure_fit` is a pure function of its arrays: all
 epochs in one ``lax.scan``, to be wrapped in ``jax.jit`` and ``jax.vmap``
-(e.g. over mu or PRNG keys).
+(e.g. over mu or PRNG keys). Both take their options as the values of
+:mod:`rproxjax._run.options` and carry a :class:`~rproxjax._run.program.Carry` from
+step to step.
 
 IFO convention (one IFO = the gradient of one sample's loss): a plain step on
 a minibatch of b samples costs b; a refresh step costs |S1| (n for a full
@@ -30,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from jax import lax
+from jax.sharding import NamedSharding
 
 from rproxjax import _checks
 from rproxjax._blocks import map_blocks
@@ -43,14 +46,10 @@ from rproxjax._run.checks import (
 )
 from rproxjax._run.compile import compile_once
 from rproxjax._run.data import FiniteSum, Plan, Stream, chunk_steps, is_dataset
-from rproxjax._run.monitor import (
-    EpochInfo,
-    Monitor,
-    check_callback,
-    check_progress,
-    traced_callback,
-)
+from rproxjax._run.monitor import EpochInfo, Monitor, traced_callback
+from rproxjax._run.options import Recording, Sampling, grouped
 from rproxjax._run.program import (
+    Carry,
     EpochProgram,
     History,
     fold_partial,
@@ -115,15 +114,14 @@ class _Settings:
     chunk_size: int
 
 
-def _settings(batch_size, num_epochs, num_steps, steps_per_epoch, refresh_batch_size,
-              chunk_size) -> _Settings:
-    """The sizes as Python ints (NumPy integers accepted), each checked by name."""
+def _settings(batch_size, num_epochs, num_steps, sampling: Sampling) -> _Settings:
+    """The sizes as Python ints (NumPy integers accepted), each checked by name
+    (:class:`Sampling` checks its own when built)."""
     return _Settings(positive_int("batch_size", batch_size),
                      positive_int("num_epochs", num_epochs),
                      positive_int("num_steps", num_steps),
-                     positive_int("steps_per_epoch", steps_per_epoch),
-                     positive_int("refresh_batch_size", refresh_batch_size),
-                     positive_int("chunk_size", chunk_size, allow_none=False))
+                     sampling.steps_per_epoch, sampling.refresh_batch_size,
+                     sampling.chunk_size)
 
 
 def _check_params(state, params):
@@ -233,9 +231,9 @@ def _init(optimizer, params):
 
 
 def _prepare(optimizer, loss_fn, params, data, key, opt_state, settings, batched_loss,
-             record_loss, record_variance, initial_ifo, mesh=None, data_axis=None):
-    """(program, number of epochs, steps of a partial last epoch or None, initial carry
-    (params, state, IFOs)) for both drivers."""
+             recording: Recording, initial_ifo, sharding=None):
+    """(program, number of epochs, steps of a partial last epoch or None, initial
+    :class:`Carry`) for both drivers."""
     check_key(key)
     check_optimizer(optimizer, None)
     params = _checks.array_tree("params", params)
@@ -261,21 +259,23 @@ def _prepare(optimizer, loss_fn, params, data, key, opt_state, settings, batched
                                            + a.shape[1:], a.dtype), data)
         check_loss(loss_fn, params, sample, batched_loss)
         plan, num_epochs, last = _finite_plan(needs, sampler.n, settings)
-        placement = data_mesh(data, mesh, data_axis)
+        placement = data_mesh(data, sharding)
         if placement is not None:
             sampler = ShardedFiniteSum(data, *placement, settings.chunk_size)
             sampler.check_plan(plan)
     else:
-        if mesh is not None or data_axis is not None:
-            raise ValueError("mesh= shards a data set; an online stream is not sharded (give "
-                             "each process its own stream, see docs/usage.md, Scaling out).")
-        if record_variance:
-            raise ValueError("record_variance needs the full gradient: finite-sum mode only.")
+        if sharding is not None:
+            raise ValueError("sharding= shards a data set; an online stream is not sharded "
+                             "(give each process its own stream, see docs/usage.md, Scaling "
+                             "out).")
+        if recording.variance:
+            raise ValueError("Recording(variance=True) needs the full gradient: finite-sum "
+                             "mode only.")
         sampler = Stream(data, settings.batch_size)
         plan, num_epochs, last = _stream_plan(needs, settings)
-    program = EpochProgram(optimizer, objective, sampler, plan, needs, record_loss,
-                           record_variance)
-    return program, num_epochs, last, (params, state, _ifo0(initial_ifo))
+    program = EpochProgram(optimizer, objective, sampler, plan, needs, recording.loss,
+                           recording.variance)
+    return program, num_epochs, last, Carry(params, state, _ifo0(initial_ifo))
 
 
 def _is_traced(tree):
@@ -286,14 +286,11 @@ def _is_traced(tree):
 
 def fit(optimizer: optax.GradientTransformation, loss_fn: Callable[[PyTree, PyTree], ArrayLike],
         params: PyTree, data: PyTree | Iterator[PyTree], *, key: PRNGKey,
-        batch_size: int | None = None,
-        num_epochs: int | None = None, num_steps: int | None = None,
-        steps_per_epoch: int | None = None, opt_state: PyTree | None = None,
-        refresh_batch_size: int | None = None, record_loss: bool = False,
-        record_variance: bool = False, chunk_size: int = 2048, progress: bool = False,
-        batched_loss: bool = False, throw: bool = False, initial_ifo: int = 0,
-        mesh: jax.sharding.Mesh | None = None, data_axis: str | None = None,
-        callback: Callable[[EpochInfo], Any] | None = None) -> FitResult:
+        batch_size: int | None = None, num_epochs: int | None = None,
+        num_steps: int | None = None, sampling: Sampling | None = None,
+        recording: Recording | None = None, sharding: NamedSharding | None = None,
+        opt_state: PyTree | None = None, initial_ifo: int = 0, batched_loss: bool = False,
+        throw: bool = False, **former: Any) -> FitResult:
     """Runs ``optimizer`` on the per-sample loss ``loss_fn(params, sample)`` from the host.
 
     Finite-sum mode (``data`` a data set of n samples): each epoch draws one
@@ -303,9 +300,9 @@ def fit(optimizer: optax.GradientTransformation, loss_fn: Callable[[PyTree, PyTr
     variance-reduced methods (a refresh on S1, then q - 1 minibatch steps on
     S2) are an outer ``lax.scan`` around an inner one. Epoch programs are
     compiled once per structure and reused by later calls. Between epochs the
-    run reports to ``callback`` (which may stop it), a progress bar and the
-    ``"rproxjax"`` logger. Inside ``jax.jit``/``jax.vmap`` use :func:`pure_fit`,
-    which gives identical results.
+    run reports to ``recording``'s callback (which may stop it), a progress bar and
+    the ``"rproxjax"`` logger. Inside ``jax.jit``/``jax.vmap`` use :func:`pure_fit`,
+    which takes the same arguments and gives identical results.
 
     Args:
       optimizer: a transformation of this package, or a chain holding one
@@ -325,62 +322,39 @@ def fit(optimizer: optax.GradientTransformation, loss_fn: Callable[[PyTree, PyTr
       num_steps: steps to run, exactly, instead of ``num_epochs`` (online mode:
         required; finite-sum mode: whole epochs, then a partial last epoch that
         takes the first steps of its epoch's samples, a partial block included).
-      steps_per_epoch: finite-sum mode: steps per compiled epoch (default
-        n // batch_size, a pass over the data; with a refresh period q a
-        pass of minibatch steps, max(1, (n // b) // (q - 1)) blocks of q
-        steps; at least q is rounded down to whole blocks). In :func:`fit`, a
-        value below q that divides it makes each epoch a segment of a block (a
-        curve point every ``steps_per_epoch`` steps: the first segment holds
-        the refresh; the block's samples are drawn as a whole-block epoch
-        draws them, so the run takes the same steps; ``num_epochs`` counts
-        segments, and a run resumed mid-block starts a new block). Each epoch
-        (or block) draws a fresh permutation
-        and uses its first ``steps_per_epoch * batch_size`` indices: no sample
-        repeats within an epoch, but samples may repeat across epochs. Shorter
-        epochs give finer recorded curves and also change the sampling:
-        compare methods at the same epoch length.
+      sampling: a :class:`Sampling`: steps per epoch, the refreshes' batch size |S1| and
+        the chunk size (default ``Sampling()``).
+      recording: a :class:`Recording`: F and the gradient estimate's variance in the
+        history, a progress bar, a ``callback`` after each epoch that may stop the run
+        (default ``Recording()``: none of them).
+      sharding: a ``jax.sharding.NamedSharding(mesh, PartitionSpec(axis))``: a
+        data-parallel run, the samples split evenly over the devices of the mesh axis
+        ``axis``. Each device draws b / k samples of every minibatch from its own
+        shard (its own permutation), the gradients are all-reduced, and the point and
+        the optimizer state are replicated; n, ``batch_size`` and |S1| must be
+        multiples of k. Data placed beforehand with such a sharding are run so without
+        it (under ``jax.jit``, :func:`pure_fit` reads a mesh with Explicit axes off the
+        data; with Auto axes pass ``sharding``). Finite-sum mode only; see
+        ``docs/usage.md``, "Scaling out".
       opt_state: a state to resume from (default ``optimizer.init(params)``).
-      refresh_batch_size: |S1| (default n in finite-sum mode; required online).
-      record_loss: also record F after every step (costs a pass over the data
-        per step in finite-sum mode).
-      record_variance: record ||V_t - grad f(X_t)||^2 and its tangent part
-        ||P_{X_t}(V_t - grad f(X_t))||^2, the Riemannian one (``history.variance``,
-        ``history.riemannian_variance``; a full gradient per step; finite-sum
-        mode only).
-      chunk_size: samples per chunk when accumulating large-batch gradients
-        (and steps per online chunk: chunk_size // batch_size).
-      batched_loss: ``loss_fn(params, batch)`` already returns the mean loss
-        over a batch (its leading axis), instead of one sample's loss.
       initial_ifo: IFOs already spent: ``epoch_ifo`` and ``history.ifo`` count from
         it. A resumed run counts its own IFOs from 0 unless given the run's
         ``int(res.epoch_ifo[-1])``.
-      mesh: a ``jax.sharding.Mesh``: data-parallel run, the samples split
-        evenly over the devices of its axis ``data_axis`` (default: its only
-        axis). Each device draws b / k samples of every minibatch from its own
-        shard (its own permutation), the gradients are all-reduced, and the
-        point and the optimizer state are replicated; n, ``batch_size`` and
-        ``refresh_batch_size`` must be multiples of k. Data placed beforehand
-        with a ``NamedSharding`` over the leading axis are run so without
-        ``mesh`` (under ``jax.jit``, :func:`pure_fit` reads a mesh with Explicit
-        axes off the data; with Auto axes pass ``mesh``). Finite-sum mode only;
-        see ``docs/usage.md``, "Scaling out".
-      data_axis: the mesh axis that splits the samples.
-      progress: a progress bar on stderr, updated after each epoch (online: chunk),
-        drawn only when stderr is a terminal (with ``tqdm`` when installed:
-        the ``progress`` extra). Each epoch is also logged at DEBUG level to
-        the logger ``"rproxjax"``, and the run's end at INFO level.
-      callback: ``callback(info)`` after each epoch (online: chunk), with an
-        :class:`EpochInfo` (the epoch's number, params, opt_state, F, IFOs, time and the
-        key that resumes the run): for logging, checkpointing or early stopping. A true
-        return value stops the run there: the result holds the epochs run so far, and
-        passing its ``params``, ``opt_state`` and ``key`` back continues the run as an
-        uninterrupted one would.
+      batched_loss: ``loss_fn(params, batch)`` already returns the mean loss
+        over a batch (its leading axis), instead of one sample's loss.
       throw: raise a RuntimeError (with the run as ``err.result``) if the run halted
         (``history.halted``: a non-finite gradient, subproblem or objective, an
         invalid traced hyperparameter, or a step that left the manifold,
         ||X^T X - I||_F above 1e-6 in float64 or 1e-3 in float32, which only a
         transformation changing the step's update can cause; the step is refused).
         By default the flag is data, as in the state.
+      **former: the former flat keywords, accepted until rproxjax 0.5 removes them:
+        ``steps_per_epoch``, ``refresh_batch_size`` and ``chunk_size`` (now
+        :class:`Sampling`'s fields), ``record_loss``, ``record_variance``, ``progress``
+        and ``callback`` (now :class:`Recording`'s ``loss``, ``variance``, ``progress``
+        and ``callback``), ``mesh`` and ``data_axis`` (now
+        ``sharding=NamedSharding(mesh, PartitionSpec(data_axis))``). Of these
+        ``refresh_batch_size``, ``mesh`` and ``data_axis`` raise a DeprecationWarning.
 
     An error raised after some epochs (e.g. by an online stream in a later chunk)
     carries the run so far, a :class:`FitResult`, as ``err.partial_result``.
@@ -391,21 +365,24 @@ def fit(optimizer: optax.GradientTransformation, loss_fn: Callable[[PyTree, PyTr
     Raises:
       TypeError: for an ``optimizer`` that is not an optax transformation, a ``key`` that
         is not a PRNG key, ``params`` or ``data`` that are not arrays (or pytrees of
-        arrays), a ``callback`` that is not callable, a ``progress`` that is not a bool, or
-        a size (``batch_size``, ``num_epochs``, ...) that is not an int (a bool, a float).
+        arrays), a size (``batch_size``, ``num_epochs``, ``num_steps``) that is not an int
+        (a bool, a float), a ``sampling``, ``recording`` or ``sharding`` of another type, a
+        group given with one of its former keywords, or an unknown keyword;
+        :class:`Sampling` and :class:`Recording` raise their own when built.
       ValueError: for traced ``params``, ``opt_state`` or ``key`` (use :func:`pure_fit`
         inside ``jax.jit``/``jax.vmap``); a size below 1 or out of
         range (``batch_size`` above n, ``refresh_batch_size`` outside [1, n], a batch other
         than n for a full-batch method, a ``steps_per_epoch`` below q that does not divide
         q, a refresh period q < 2); neither or both of ``num_epochs`` and ``num_steps`` in
         finite-sum mode; online mode without ``num_steps`` (or, for a variance-reduced
-        method, ``refresh_batch_size``), or with a full-batch method, ``record_variance`` or
-        ``mesh``; a ``loss_fn`` that fails on a sample or does not return a real scalar; an
-        optimizer without an rproxjax step or with a transformation chained after it; an
-        ``opt_state`` that does not match the optimizer; ``params`` off their manifolds or
-        of a dtype other than float32/float64; a bad ``mesh``/``data_axis``; an
-        ``initial_ifo`` that is not an int >= 0; a data set without samples; a stream that
-        ends before ``num_steps``.
+        method, ``refresh_batch_size``), or with a full-batch method,
+        ``Recording(variance=True)`` or ``sharding``; a ``loss_fn`` that fails on a sample
+        or does not return a real scalar; an optimizer without an rproxjax step or with a
+        transformation chained after it; an ``opt_state`` that does not match the
+        optimizer; ``params`` off their manifolds or of a dtype other than
+        float32/float64; a ``sharding`` that does not split the samples over one axis of a
+        mesh of devices (or sizes it does not divide); an ``initial_ifo`` that is not an
+        int >= 0; a data set without samples; a stream that ends before ``num_steps``.
       RuntimeError: ``throw=True`` and the run halted (the run as ``err.result``).
 
     Example:
@@ -419,18 +396,23 @@ def fit(optimizer: optax.GradientTransformation, loss_fn: Callable[[PyTree, PyTr
         ((8, 2), [0, 64, 128])
         >>> bool(rproxjax.stiefel.feasibility(res.params) < 1e-4)
         True
+        >>> res = rproxjax.fit(opt, rproxjax.problems.spca_loss, x0, z, key=jax.random.key(2),
+        ...                    batch_size=16, num_epochs=2,
+        ...                    sampling=rproxjax.Sampling(steps_per_epoch=2),
+        ...                    recording=rproxjax.Recording(loss=True))
+        >>> res.history.loss.shape, res.epoch_loss.shape  # a curve point every 2 steps
+        ((4,), (3,))
     """
     if _is_traced((params, opt_state, key)):
         raise ValueError("fit drives epochs from the host and cannot be traced; inside "
                          "jax.jit or jax.vmap call rproxjax.pure_fit (same arguments).")
-    check_callback(callback)
-    check_progress(progress)
-    settings = _settings(batch_size, num_epochs, num_steps, steps_per_epoch,
-                         refresh_batch_size, chunk_size)
+    sampling, recording, sharding = grouped("fit", sampling, recording, sharding, former)
+    settings = _settings(batch_size, num_epochs, num_steps, sampling)
     program, epochs, last, carry = _prepare(optimizer, loss_fn, params, data, key, opt_state,
-                                            settings, batched_loss, record_loss,
-                                            record_variance, initial_ifo, mesh, data_axis)
+                                            settings, batched_loss, recording, initial_ifo,
+                                            sharding)
     n = getattr(program.sampler, "n", program.plan.batch_size)
+    progress, callback = recording.progress, recording.callback
     if program.finite_sum and program.segments() is None:
         monitor = Monitor(epochs, n, progress, callback)
         result = _finite_loop(program, carry, key, epochs, last, monitor)
@@ -442,7 +424,7 @@ def fit(optimizer: optax.GradientTransformation, loss_fn: Callable[[PyTree, PyTr
         sizes = chunk_steps(settings.num_steps, program.plan.steps)
         chunks = (program.sampler.chunk(program.plan, steps) for steps in sizes)
         first = next(chunks)  # checks loss_fn on the stream's first sample
-        batches = first if program.plan.q is None else first[1]
+        batches = first if program.plan.q is None else first.refresh
         check_loss(loss_fn, params, jax.tree.map(
             lambda a: a[0] if batched_loss else a[0, 0], batches), batched_loss)
         monitor = Monitor(len(sizes), n, progress, callback)
@@ -604,7 +586,7 @@ class _Epochs:
     after the recorded epochs (finite-sum mode: each epoch's own; online: the run's)."""
 
     def __init__(self, carry, finite, key, loss0=None):
-        self.carry, self.finite, self.key, self.ifo0 = carry, finite, key, carry[2]
+        self.carry, self.finite, self.key, self.ifo0 = carry, finite, key, carry.ifo
         self.hists, self.losses, self.ifos, self.times = [], [], [], [0.0]
         if loss0 is not None:
             self.losses.append(loss0)
@@ -616,10 +598,10 @@ class _Epochs:
         self.carry, self.key = carry, self.key if key is None else key
         self.hists.append(hist)
         self.losses.append(loss)
-        self.ifos.append(carry[2])
+        self.ifos.append(carry.ifo)
         self.times.append(elapsed)
-        self.info = EpochInfo(len(self.hists), total, carry[0], carry[1], loss, carry[2],
-                              elapsed, self.key if self.finite else None)
+        self.info = EpochInfo(len(self.hists), total, carry.params, carry.opt_state, loss,
+                              carry.ifo, elapsed, self.key if self.finite else None)
         return self.info
 
     @contextlib.contextmanager
@@ -638,26 +620,40 @@ class _Epochs:
     def result(self) -> FitResult:
         carry, losses = self.carry, self.losses
         if not self.finite:
-            losses = [np.asarray(np.nan, jnp.result_type(*jax.tree.leaves(carry[0])))] + losses
+            losses = [np.asarray(np.nan, jnp.result_type(*jax.tree.leaves(carry.params)))] + losses
         put = jax.device_put  # a transfer; jnp.asarray would compile a copy per shape
         history = jax.tree.map(lambda *a: put(np.concatenate([np.asarray(x) for x in a])),
                                *self.hists)
         losses = put(np.stack([np.asarray(v) for v in losses]))
         ifos = np.stack([np.asarray(self.ifo0)] + [np.asarray(v) for v in self.ifos])
-        return FitResult(carry[0], carry[1], history, losses, put(ifos),
+        return FitResult(carry.params, carry.opt_state, history, losses, put(ifos),
                          put(np.asarray(self.times)), self.key)
+
+
+class _Run(NamedTuple):
+    """The carry of :func:`pure_fit`'s scan over epochs: the run's :class:`Carry` and the
+    key that the next epoch splits."""
+
+    carry: Carry
+    key: PRNGKey
+
+
+class _EpochEnd(NamedTuple):
+    """What :func:`pure_fit`'s scan records per epoch: its steps' history, F and the IFOs
+    spent at its end."""
+
+    history: History
+    loss: Array
+    ifo: Array
 
 
 def pure_fit(optimizer: optax.GradientTransformation,
              loss_fn: Callable[[PyTree, PyTree], ArrayLike], params: PyTree, data: PyTree, *,
-             key: PRNGKey, batch_size: int | None = None,
-             num_epochs: int | None = None, num_steps: int | None = None,
-             steps_per_epoch: int | None = None, opt_state: PyTree | None = None,
-             refresh_batch_size: int | None = None, record_loss: bool = False,
-             record_variance: bool = False, chunk_size: int = 2048,
-             batched_loss: bool = False, initial_ifo: int = 0,
-             mesh: jax.sharding.Mesh | None = None, data_axis: str | None = None,
-             callback: Callable[[EpochInfo], Any] | None = None) -> FitResult:
+             key: PRNGKey, batch_size: int | None = None, num_epochs: int | None = None,
+             num_steps: int | None = None, sampling: Sampling | None = None,
+             recording: Recording | None = None, sharding: NamedSharding | None = None,
+             opt_state: PyTree | None = None, initial_ifo: int = 0,
+             batched_loss: bool = False, **former: Any) -> FitResult:
     """:func:`fit` as a pure function: all epochs in one ``lax.scan``, finite-sum mode.
 
     Wrap it in ``jax.jit`` and ``jax.vmap`` (over mu, step sizes or PRNG keys:
@@ -666,20 +662,20 @@ def pure_fit(optimizer: optax.GradientTransformation,
     ``epoch_time`` is NaN.
 
     Args:
-      optimizer, loss_fn, params, data, key, batch_size, num_epochs, num_steps,
-      steps_per_epoch, opt_state, refresh_batch_size, record_loss, record_variance,
-      chunk_size, batched_loss, initial_ifo, mesh, data_axis: as in :func:`fit`;
-        ``data`` must be a data set (finite-sum mode), and ``steps_per_epoch`` at least
-        the refresh period q (whole blocks). Under ``jax.jit``, data placed with a
-        ``NamedSharding`` over a mesh with Explicit axes (``jax.make_mesh``'s default) are
-        run data-parallel without ``mesh``, as :func:`fit` runs them (the mesh is read
-        off their traced type); over a mesh with Auto axes the traced data do not say
-        their split: pass ``mesh``.
-      callback: opt-in, ``callback(info)`` after each epoch through ``jax.debug.callback``,
-        with an :class:`EpochInfo` of NumPy arrays (``time`` NaN); its return value is
-        ignored (a compiled run cannot stop early: use :func:`fit` for that). Under
-        ``jax.vmap`` it is called once per lane. Without it the program holds no
-        callback.
+      optimizer, loss_fn, params, data, key, batch_size, num_epochs, num_steps, sampling,
+        recording, sharding, opt_state, initial_ifo, batched_loss, **former: as in
+        :func:`fit` (``progress`` is not a former keyword here), with these differences:
+        ``data`` must be a data set (finite-sum mode), and ``sampling.steps_per_epoch``
+        at least the refresh period q (whole blocks). ``recording.progress`` is an error
+        (no bar inside ``jax.jit``); ``recording.callback`` is called through
+        ``jax.debug.callback`` after each epoch, with an :class:`EpochInfo` of NumPy
+        arrays (``time`` NaN), once per lane under ``jax.vmap``, and its return value is
+        ignored (a compiled run cannot stop early: use :func:`fit` for that); without one
+        the program holds no callback. Under ``jax.jit``, data placed with a
+        ``NamedSharding`` over a mesh with Explicit axes (``jax.make_mesh``'s default)
+        are run data-parallel without ``sharding``, as :func:`fit` runs them (the mesh is
+        read off their traced type); over a mesh with Auto axes the traced data do not
+        say their split: pass ``sharding``.
 
     Returns:
       A :class:`FitResult` (``epoch_time`` NaN). As in :func:`fit`, a step whose point
@@ -688,9 +684,10 @@ def pure_fit(optimizer: optax.GradientTransformation,
       ``jit``: read the flag.
 
     Raises:
+      TypeError: as :func:`fit` does.
       ValueError: as :func:`fit` does (e.g. for an ``optax.chain`` with a transformation
         after the rproxjax step, which would move X off the manifold), and for an online
-        stream or epochs shorter than a block.
+        stream, epochs shorter than a block, or ``Recording(progress=True)``.
 
     Example:
         >>> import jax, jax.numpy as jnp, rproxjax
@@ -707,42 +704,45 @@ def pure_fit(optimizer: optax.GradientTransformation,
     if hasattr(data, "__next__"):
         raise ValueError("pure_fit needs a data set (an array or pytree of arrays); stream "
                          "minibatches with fit.")
-    settings = _settings(batch_size, num_epochs, num_steps, steps_per_epoch,
-                         refresh_batch_size, chunk_size)
+    sampling, recording, sharding = grouped("pure_fit", sampling, recording, sharding, former,
+                                            progress=False)
+    settings = _settings(batch_size, num_epochs, num_steps, sampling)
     program, epochs, last, carry = _prepare(optimizer, loss_fn, params, data, key, opt_state,
-                                            settings, batched_loss, record_loss,
-                                            record_variance, initial_ifo, mesh, data_axis)
+                                            settings, batched_loss, recording, initial_ifo,
+                                            sharding)
     if program.segments() is not None:
         raise ValueError("pure_fit runs whole blocks: steps_per_epoch must be at least the "
                          "refresh period q (fit splits blocks into shorter epochs).")
-    check_callback(callback)
+    callback = recording.callback
     loss0 = program.end_loss(carry, None)
 
     fold = last is not None and fold_partial()
 
-    def epoch(ck, e, partial=None):  # one key split per epoch, as _epoch_keys splits them
-        c, k = ck
-        k, sub = jax.random.split(k)
+    def epoch(run: _Run, e, partial=None):  # one key split per epoch, as _epoch_keys splits
+        k, sub = jax.random.split(run.key)
         inputs = program.sampler.epoch_inputs(sub, program.plan)
         if fold:  # every epoch in one program, the last one partial
-            c, hist = program.run_limited(c, inputs, jnp.where(e == epochs - 1, last,
-                                                               program.plan.steps))
+            c, hist = program.run_limited(run.carry, inputs,
+                                          jnp.where(e == epochs - 1, last, program.plan.steps))
         else:
-            c, hist = (program.run(c, inputs) if partial is None
-                       else program.run_partial(c, inputs, partial))
+            c, hist = (program.run(run.carry, inputs) if partial is None
+                       else program.run_partial(run.carry, inputs, partial))
         loss = program.end_loss(c, None)
         if callback is not None:
             traced_callback(callback, e + 1, epochs, c, loss, k)
-        return (c, k), (hist, loss, c[2])
+        return _Run(c, k), _EpochEnd(hist, loss, c.ifo)
 
     whole = epochs if last is None or fold else epochs - 1
-    (carry, key), (hist, losses, ifos) = lax.scan(epoch, (carry, key), jnp.arange(whole))
+    run, ends = lax.scan(epoch, _Run(carry, key), jnp.arange(whole))
     rows = (epochs - 1) * program.plan.steps + last if fold else None  # num_steps exactly
-    hist = jax.tree.map(lambda a: a.reshape((-1,) + a.shape[2:])[:rows], hist)
+    hist = jax.tree.map(lambda a: a.reshape((-1,) + a.shape[2:])[:rows], ends.history)
+    losses, ifos = ends.loss, ends.ifo
     if last is not None and not fold:  # the partial last epoch: exactly num_steps steps
-        (carry, key), (h, loss, ifo) = epoch((carry, key), whole, last)
-        hist = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), hist, h)
-        losses, ifos = jnp.concatenate([losses, loss[None]]), jnp.concatenate([ifos, ifo[None]])
-    return FitResult(carry[0], carry[1], hist, jnp.concatenate([loss0[None], losses]),
+        run, end = epoch(run, whole, last)
+        hist = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), hist, end.history)
+        losses = jnp.concatenate([losses, end.loss[None]])
+        ifos = jnp.concatenate([ifos, end.ifo[None]])
+    return FitResult(run.carry.params, run.carry.opt_state, hist,
+                     jnp.concatenate([loss0[None], losses]),
                      jnp.concatenate([_ifo0(initial_ifo)[None], ifos]),
-                     jnp.full((epochs + 1,), jnp.nan), key)
+                     jnp.full((epochs + 1,), jnp.nan), run.key)

@@ -3,9 +3,10 @@
 :func:`rproxjax.fit` runs one compiled program per epoch (or online chunk) and, between
 them, hands an :class:`EpochInfo` to a :class:`Monitor`, which
 
-* calls the user's ``callback(info)``: a true return value stops the run there (the
-  result holds the epochs run so far, resumable with its state and key);
-* draws a progress bar on stderr when ``progress=True`` and stderr is a terminal
+* calls the user's ``callback(info)`` (:class:`rproxjax.Recording`'s ``callback``): a true
+  return value stops the run there (the result holds the epochs run so far, resumable with
+  its state and key);
+* draws a progress bar on stderr when ``Recording(progress=True)`` and stderr is a terminal
   (``tqdm`` when it is installed, the optional extra ``rproxjax[progress]``, else a
   one-line display of its own); off a terminal it draws nothing;
 * logs a record per epoch at DEBUG level and one per run at INFO level to the logger
@@ -62,7 +63,8 @@ class EpochInfo(NamedTuple):
         ...     seen.append((int(info.epoch), int(info.num_epochs), int(info.ifo)))
         ...     return info.epoch >= 1  # a true value stops the run
         >>> res = rproxjax.fit(opt, rproxjax.problems.spca_loss, x0, z, key=jax.random.key(2),
-        ...                    batch_size=16, num_epochs=3, callback=stop_after_one)
+        ...                    batch_size=16, num_epochs=3,
+        ...                    recording=rproxjax.Recording(callback=stop_after_one))
         >>> seen, res.epoch_loss.shape
         ([(1, 3, 64)], (2,))
     """
@@ -182,13 +184,14 @@ class Monitor:
 
 
 def traced_callback(callback, epoch, num_epochs, carry, loss, key):
-    """``callback(EpochInfo)`` from inside a compiled program (:func:`pure_fit`): the
+    """``callback(EpochInfo)`` from inside a compiled program (:func:`pure_fit`), for the
+    epoch that ended at ``carry`` (the runner's :class:`~rproxjax._run.program.Carry`): the
     values reach it as NumPy arrays, after the epoch; its return value is ignored."""
     import jax
     import jax.numpy as jnp
 
-    info = EpochInfo(epoch, jnp.asarray(num_epochs, jnp.int32), carry[0], carry[1], loss,
-                     carry[2], jnp.full((), jnp.nan, loss.dtype), key)
+    info = EpochInfo(epoch, jnp.asarray(num_epochs, jnp.int32), carry.params,
+                     carry.opt_state, loss, carry.ifo, jnp.full((), jnp.nan, loss.dtype), key)
     if isinstance(callback, Relay):  # its token is traced: an argument, concrete on the host
         jax.debug.callback(lambda relay, i: relay(i) and None, callback, info)
     else:

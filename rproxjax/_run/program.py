@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import jax
@@ -37,11 +38,25 @@ from rproxjax._contract import (
     step_cost,
     step_info,
 )
-from rproxjax._run.data import Plan
-from rproxjax._typing import Array
+from rproxjax._run.data import BlockInputs, Plan
+from rproxjax._typing import Array, PyTree
 
-__all__ = ["FEASIBILITY_TOL", "EpochProgram", "History", "Objective",
+__all__ = ["FEASIBILITY_TOL", "Carry", "EpochProgram", "History", "Objective",
            "feasibility_tolerance"]
+
+
+class Carry(NamedTuple):
+    """What a run carries from step to step (and from epoch to epoch).
+
+    Attributes:
+      params: the point.
+      opt_state: the optimizer's state.
+      ifo: IFOs spent so far (an integer scalar; counted from ``initial_ifo``).
+    """
+
+    params: PyTree
+    opt_state: PyTree
+    ifo: Array
 
 
 class History(NamedTuple):
@@ -102,23 +117,15 @@ class History(NamedTuple):
 
 
 #: ||X^T X - I||_F above which a point is off its manifold (Stiefel/Grassmann blocks), by
-#: dtype: the start check (``fit``'s ``_check_params``, and the blocks' own) and the epoch
+#: dtype. The start check (``fit``'s ``_check_params``, and the blocks' own) and the epoch
 #: program's guard on every step (:meth:`EpochProgram.step`) use the same values, so a run
-#: never ends at a point that a resumed run would refuse. Correct runs stay far below them
-#: (largest feasibility over all steps, measured with jax 0.10.2 on CPU): sparse PCA with
-#: d = 100 and 800, r = 5 and 20, 300-5,000 steps of R-ProxSGD and R-Subgrad (polar, QR,
-#: Cayley and exp retractions), R-ProxSPB, R-ProxSVRG, R-ProxSARAH, ManPG and ManPG-Ada:
-#: float32 3.6e-5 (exp; polar 6e-6, QR 2e-6, Cayley 6e-6), float64 2.3e-14; robust matrix
-#: completion (Grassmann U of 600 x 5, Euclidean S; R-ProxSGD, R-Subgrad, R-ProxSPB, 200
-#: steps, diverging step sizes included): float32 1.2e-5, float64 2.0e-14. Margins: 30x
-#: (float32) and 4e7x (float64). Steps 100 times larger (gamma = 50 / d) on St(100, 5):
-#: float64 1.4e-13; float32 exp 3e-6, but Cayley, which keeps and adds to the drift of
-#: every step (a random walk), 8.7e-5 after 300 steps, 4.7e-4 after 5,000 and 1e-3 after
-#: about 20,000: such a float32 Cayley run halts there, its point as far off as a start
-#: point that is refused (use the polar or QR retraction, which re-orthonormalize). A
-#: transformation chained after the rproxjax step (e.g. ``optax.scale(0.5)``) drifts by
-#: 5e-3 to 1e-2 within 20 steps (float32 and float64 alike).
-FEASIBILITY_TOL = {"float32": 1e-3, "float64": 1e-6}
+#: never ends at a point that a resumed run would refuse. The retractions keep points within
+#: rounding of their manifolds, far below these values, with one exception: the Cayley
+#: retraction does not re-orthonormalize, so in float32 its rounding adds up over a long
+#: run and can reach float32's value (use the polar or QR retraction there). A point above
+#: them otherwise comes from a transformation chained after the rproxjax step (e.g.
+#: ``optax.scale``), which the guard refuses.
+FEASIBILITY_TOL = MappingProxyType({"float32": 1e-3, "float64": 1e-6})
 
 
 def feasibility_tolerance(dtype) -> float:
@@ -206,7 +213,7 @@ class EpochProgram:
         (:meth:`block_inputs`) are ``block``: the block's steps j * s, ..., j * s + steps - 1
         (s the plan's steps; ``steps`` defaults to s, fewer for a run's last, partial
         segment), the refresh at the block's first step."""
-        small, big = block
+        small, big = block.minibatches, block.refresh
         at = self.plan.steps
         steps = at if steps is None else steps
         body = self._block_body(jax.tree.map(lambda a: a[0], small),
@@ -269,10 +276,10 @@ class EpochProgram:
     def _batch_fn(self, fn, element, refresh):
         """p -> fn(p, the step's batch). With a Python bool ``refresh`` the batch is
         ``element``; in a block's step (:meth:`_block_body`: ``refresh`` traced) ``element`` is
-        (minibatch, refresh batch) and the batch is chosen at run time."""
+        a :class:`_BlockStep` and the batch is chosen at run time."""
         if isinstance(refresh, bool):
             return lambda p: self._on_batch(fn, p, element, refresh)
-        small, big = element
+        small, big = element.minibatch, element.large
         return lambda p: lax.cond(refresh, lambda: self._on_batch(fn, p, big, True),
                                   lambda: self._on_batch(fn, p, small, False))
 
@@ -283,16 +290,16 @@ class EpochProgram:
         if grad_fn_value is not None:
             extra["grad_fn_value"] = grad_fn_value
         if self.needs.grad_fn and refresh is not True:  # called on minibatch steps only
-            small = element if refresh is False else element[0]
+            small = element if refresh is False else element.minibatch
             extra["grad_fn"] = lambda p: self._on_batch(self.objective.grad, p, small, False)
         if self.needs.value_fn:
             extra["value_fn"] = self._batch_fn(self.objective.batch_loss, element, refresh)
         return extra
 
-    def step(self, carry, g, element, cost, refresh, grad_fn_value=None):
+    def step(self, carry: Carry, g, element, cost, refresh, grad_fn_value=None):
         """One update from gradient ``g`` of the batch that ``element`` describes
         (``refresh`` and ``element`` as in :meth:`_batch_fn`)."""
-        x, state, ifo = carry
+        x, state = carry.params, carry.opt_state
         g_true = self.full_grad(x) if self.record_variance else None
         updates, state = self.optimizer.update(g, state, x,
                                                **self._extra(element, refresh, grad_fn_value))
@@ -304,11 +311,11 @@ class EpochProgram:
         off = ~(feas <= feasibility_tolerance(feas.dtype))
         x_new = otu.tree_where(off, x, x_new)
         state = halt(state, off)
-        ifo = ifo + cost
+        ifo = carry.ifo + cost
         hist = self._history(x_new, state, ifo, g, g_true, refresh, element, feas)
         if self.record_variance:
             hist = hist._replace(riemannian_variance=self._tangent_sq(state, x, g, g_true))
-        return (x_new, state, ifo), hist
+        return Carry(x_new, state, ifo), hist
 
     @staticmethod
     def _tangent_sq(state, x, g, g_true):
@@ -335,7 +342,7 @@ class EpochProgram:
 
     def _plain(self, carry, inputs, limit=None):
         def body(c, element):
-            g, g_point = self.minibatch_grads(c[0], c[1], element)
+            g, g_point = self.minibatch_grads(c.params, c.opt_state, element)
             return self.step(c, g, element, step_cost(self.needs, self.plan.batch_size), False,
                              g_point)
 
@@ -359,19 +366,19 @@ class EpochProgram:
             refresh = k == 0
 
             def minibatch():
-                return self.minibatch_grads(c[0], c[1], element)
+                return self.minibatch_grads(c.params, c.opt_state, element)
 
             paired = jax.eval_shape(minibatch)[1]  # None where unpaired
 
             def large():  # the refresh's gradient; its paired one is unused (zeros)
-                g = self._on_batch(self.objective.grad, c[0], big, True)
+                g = self._on_batch(self.objective.grad, c.params, big, True)
                 return g, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), paired)
 
             g, g_point = lax.cond(refresh, large, minibatch)
-            ifo_dtype = c[2].dtype
+            ifo_dtype = c.ifo.dtype
             cost = jnp.where(refresh, jnp.asarray(refresh_ifo, ifo_dtype),
                              jnp.asarray(minibatch_ifo, ifo_dtype))
-            return self.step(c, g, (element, big), cost, refresh, g_point)
+            return self.step(c, g, _BlockStep(element, big), cost, refresh, g_point)
 
         return body
 
@@ -379,8 +386,8 @@ class EpochProgram:
         """Blocks of a refresh (on the block's large batch) and minibatch steps, each one
         scan of :meth:`_block_body`; with ``limit``, the epoch's first ``limit`` steps."""
 
-        def block(c, block_inputs, first=None):
-            small, big = block_inputs
+        def block(c, block_inputs: BlockInputs, first=None):
+            small, big = block_inputs.minibatches, block_inputs.refresh
             steps = jnp.arange(jax.tree.leaves(small)[0].shape[0] + 1)
             body = self._block_body(small, big)
             if first is None:
@@ -391,13 +398,13 @@ class EpochProgram:
         if limit is None:
             carry, hist = lax.scan(block, carry, inputs)
         else:
-            small = jax.tree.leaves(inputs[0])[0]  # (blocks, q - 1, ...)
+            small = jax.tree.leaves(inputs.minibatches)[0]  # (blocks, q - 1, ...)
             firsts = jnp.arange(small.shape[0]) * (small.shape[1] + 1)
             carry, hist = lax.scan(lambda c, xs: block(c, *xs), carry, (inputs, firsts))
         return carry, jax.tree.map(lambda a: a.reshape((-1,) + a.shape[2:]), hist)
 
     def run(self, carry, inputs):
-        """(carry, history) of one epoch; carry = (params, opt_state, ifo)."""
+        """(carry, history) of one epoch from a :class:`Carry`."""
         return (self._plain if self.plan.q is None else self._blocks)(carry, inputs)
 
     def run_limited(self, carry, inputs, limit):
@@ -417,14 +424,14 @@ class EpochProgram:
         steps), on the same samples as the whole epoch's first ``steps`` steps."""
         if self.plan.q is None:
             return self._plain(carry, inputs[:steps])
-        small, big = inputs
+        small, big = inputs.minibatches, inputs.refresh
         whole, rest = divmod(steps, self.plan.q)
         pieces = []
         if whole:
-            pieces.append((small[:whole], None if big is None else big[:whole]))
+            pieces.append(BlockInputs(small[:whole], None if big is None else big[:whole]))
         if rest:
-            pieces.append((small[whole:whole + 1, :rest - 1],
-                           None if big is None else big[whole:whole + 1]))
+            pieces.append(BlockInputs(small[whole:whole + 1, :rest - 1],
+                                      None if big is None else big[whole:whole + 1]))
         hists = []
         for piece in pieces:
             carry, hist = self._blocks(carry, piece)
@@ -433,16 +440,25 @@ class EpochProgram:
 
     def end_loss(self, carry, inputs):
         """F at the epoch's end point: over the data set, or online over its minibatches."""
-        x, state, _ = carry
+        x, state = carry.params, carry.opt_state
         if self.finite_sum:
             return self.full_loss(state, x)
-        batches = inputs if self.plan.q is None else inputs[0]
+        batches = inputs if self.plan.q is None else inputs.minibatches
         lead = 2 if self.plan.q is None else 3
         if self.plan.q is not None and jax.tree.leaves(batches)[0].shape[1] == 0:
-            batches, lead = inputs[1], 2  # a block cut to its refresh: F over that batch
+            batches, lead = inputs.refresh, 2  # a block cut to its refresh: F over that batch
         flat = jax.tree.map(lambda a: a.reshape((-1,) + a.shape[lead:]), batches)
         return self.objective.batch_loss(x, flat) + self.objective.h(state, x)
 
+
+
+class _BlockStep(NamedTuple):
+    """The batches of a step of a block (:meth:`EpochProgram._block_body`), where whether it
+    is the refresh is known at run time only: its minibatch, and the block's large batch
+    (None: the data set)."""
+
+    minibatch: Any
+    large: Any
 
 
 def _minibatch(small, i):

@@ -29,41 +29,32 @@ from jax import lax
 from jax.sharding import AbstractMesh, AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from rproxjax._run.data import Plan, _indices, chunked_mean, leading_size, take
+from rproxjax._run.data import BlockInputs, Plan, _indices, chunked_mean, leading_size, take
+from rproxjax._run.options import check_sharding
 
 __all__ = ["ShardedFiniteSum", "data_mesh", "shard_indices"]
 
 
-def data_mesh(data, mesh, data_axis):
+def data_mesh(data, sharding):
     """(mesh, axis) of a data-parallel run, or None for a single-device one.
 
-    ``mesh`` given: shard over ``data_axis`` (default: the mesh's only axis). Else, data
-    already placed with a ``NamedSharding`` that splits the leading axis give theirs; traced
-    data (``pure_fit`` under ``jax.jit``) give it where their type holds it, on a mesh with
-    Explicit axes (``jax.make_mesh``'s default), as an AbstractMesh (:func:`_sharding_of`).
+    ``sharding`` given (a ``NamedSharding`` checked by
+    :func:`rproxjax._run.options.check_sharding`): its mesh and the axis that splits the
+    samples. Else, data already placed with a ``NamedSharding`` that splits the leading
+    axis give theirs; traced data (``pure_fit`` under ``jax.jit``) give it where their type
+    holds it, on a mesh with Explicit axes (``jax.make_mesh``'s default), as an
+    AbstractMesh (:func:`_sharding_of`).
     """
-    if mesh is None:
-        if data_axis is not None:
-            raise ValueError("data_axis needs mesh= (a jax.sharding.Mesh).")
+    if sharding is None:
         return _mesh_of(data)
-    if not isinstance(mesh, Mesh):
-        raise ValueError(f"mesh must be a jax.sharding.Mesh, got {type(mesh).__name__}.")
-    if data_axis is None:
-        if len(mesh.axis_names) != 1:
-            raise ValueError(f"mesh has axes {mesh.axis_names}: name the data axis with "
-                             "data_axis=.")
-        data_axis = mesh.axis_names[0]
-    if data_axis not in mesh.axis_names:
-        raise ValueError(f"data_axis {data_axis!r} is not an axis of the mesh "
-                         f"{mesh.axis_names}.")
-    return mesh, data_axis
+    return check_sharding(sharding)
 
 
 def _sharding_of(leaf):
     """A leaf's sharding: a concrete array's, or a traced one's type's (pure_fit under jit:
     data placed over a mesh with Explicit axes, ``jax.make_mesh``'s default, keep their
     split in their type, over the mesh's AbstractMesh; with Auto axes the type holds no
-    split, and the run is a single-device one unless ``mesh=`` is given)."""
+    split, and the run is a single-device one unless ``sharding=`` is given)."""
     if isinstance(leaf, jax.core.Tracer):
         return jax.typeof(leaf).sharding
     return getattr(leaf, "sharding", None)
@@ -83,11 +74,11 @@ def _mesh_of(data):
         return None
     if len(found) > 1:
         raise ValueError("the data's arrays are sharded over different meshes or axes; "
-                         "shard them alike or pass mesh=.")
+                         "shard them alike or pass sharding=.")
     (_, axis), mesh = found.popitem()
     if not isinstance(axis, str):
         raise ValueError(f"the data's leading axis is sharded over several mesh axes {axis}; "
-                         "rproxjax shards samples over one axis: pass mesh= and data_axis=.")
+                         "rproxjax shards samples over one axis: pass sharding=.")
     return mesh, axis
 
 
@@ -151,11 +142,11 @@ class ShardedFiniteSum:
         small = shard_indices(k_small, self.n_local, k,
                               (plan.blocks, plan.q - 1, plan.batch_size // k))
         if plan.refresh_size is None:
-            return small, None
+            return BlockInputs(small, None)
         big = jax.vmap(lambda kb: shard_indices(kb, self.n_local, k,
                                                 (plan.refresh_size // k,)))(
             jax.random.split(k_big, plan.blocks))
-        return small, big
+        return BlockInputs(small, big)
 
     def _map(self, local, x, *args):
         """``local(x, data shard, *local args)`` on every device, averaged (all-reduce)."""
