@@ -28,7 +28,7 @@ import jax.numpy as jnp
 
 from rproxjax import _checks, grassmann, stiefel
 from rproxjax._ssn.config import SSN
-from rproxjax._ssn.solve import SubproblemInfo, tangent_prox
+from rproxjax._ssn.solve import SubproblemInfo, next_warm_start, tangent_prox
 from rproxjax._typing import Array, ArrayLike, ProxRegularizer, Regularizer
 
 __all__ = [
@@ -238,11 +238,7 @@ class Stiefel(_Manifold):
 
     def proximal_direction(self, x: Array, v: Array, gamma: Array, info: SubproblemInfo,
                            ssn: SSN) -> tuple[Array, SubproblemInfo]:
-        # The reference rule warm-starts from the previous multiplier, as its code
-        # does; the others as ssn.warm_start says.
-        warm: dict[str, Array] = ({"lam": info.lam} if ssn.method == "reference"
-                else {ssn.warm_start: getattr(info, ssn.warm_start)})
-        return tangent_prox(x, v, gamma, self.reg, ssn=ssn, **warm)
+        return tangent_prox(x, v, gamma, self.reg, ssn=ssn, **next_warm_start(info, ssn))
 
 
 @jax.tree_util.register_pytree_node_class

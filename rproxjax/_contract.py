@@ -22,7 +22,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from rproxjax._ssn.solve import SubproblemInfo
+from rproxjax._ssn.records import SubproblemInfo
 from rproxjax._typing import Array, DTypeLike, PyTree
 
 __all__ = ["Needs", "StepInfo", "any_halted", "block_cost", "find_needs", "halt",

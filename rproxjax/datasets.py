@@ -44,6 +44,7 @@ import lzma
 import numbers
 import os
 from pathlib import Path
+from types import MappingProxyType
 
 import numpy as np
 import numpy.typing as npt
@@ -65,11 +66,11 @@ MNIST_FILE = "mnist70k.npy.xz"
 FASHION_MNIST_FILE = "fashion_mnist10k.npy.xz"
 VIDEO_FILE = "vtest_72x96.npy.xz"
 
-_SHAPES = {
+_SHAPES = MappingProxyType({
     MNIST_FILE: (70000, 784),
     FASHION_MNIST_FILE: (10000, 784),
     VIDEO_FILE: (795, 72, 96),
-}
+})
 
 
 def default_data_dir() -> Path:

@@ -59,9 +59,6 @@ SKIPPED = ("rproxjax.experiments",)
 #: an entry once its module no longer holds it.
 PENDING = {
     ("rproxjax._run.program", "FEASIBILITY_TOL"): "a dict of constants",
-    ("rproxjax.datasets", "_SHAPES"): "a dict of constants",
-    ("rproxjax._ssn.linear", "sym_basis"): "functools.cache: unbounded",
-    ("rproxjax._tasks.rmc", "_HUB"): "a RelayHub: the module's registry of running calls",
 }
 
 MUTABLE_CONTAINERS = (dict, list, set, bytearray, collections.OrderedDict,

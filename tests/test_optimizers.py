@@ -256,13 +256,29 @@ def test_bad_inputs_raise_clear_errors():
     with pytest.raises(ValueError, match="must be a regularizer"):
         rproxjax.Stiefel("l1")
 
-    class ProxOnly:  # enough for a Euclidean block's closed form, not for Newton steps
+    class ProxOnly:  # a ProxRegularizer: a Euclidean block's closed form, not Newton steps
+        def value(self, x):
+            return 0.0
+
         def prox(self, v, t):
             return v
+
+        def subgradient(self, x):
+            return 0.0 * x
+
+        def check(self, shape):
+            pass
 
     rproxjax.Euclidean(ProxOnly())
     with pytest.raises(ValueError, match="prox and prox_jacobian"):
         rproxjax.Stiefel(ProxOnly())
+
+    class BareProx:  # prox alone is not the protocol: value and check are needed too
+        def prox(self, v, t):
+            return v
+
+    with pytest.raises(ValueError, match="must be a regularizer"):
+        rproxjax.Euclidean(BareProx())
     with pytest.raises(ValueError, match="h = 0"):  # R-SpiderBoost has no prox subproblem
         rproxjax.r_spider_boost(0.1, 0.1, q=4, blocks={"a": rproxjax.Stiefel(rproxjax.l1(0.1))})
     rproxjax.r_spider_boost(0.1, 0.1, q=4, blocks={"a": rproxjax.Stiefel()})

@@ -82,6 +82,9 @@ class _Value:
 class Dense(_Value):
     """Dense Newton systems: the r(r+1)/2 symmetric coordinates, one Cholesky factor a step.
 
+    Attributes:
+      (none: the dense solver has no knobs.)
+
     Example:
         >>> import rproxjax
         >>> rproxjax.SSN(linear_solver=rproxjax.Dense()).linear_solver
@@ -91,7 +94,11 @@ class Dense(_Value):
 
 @dataclasses.dataclass(frozen=True)
 class CG(_Value):
-    """Matrix-free conjugate gradients on the Newton systems (no r^2 x r^2 matrix).
+    """Matrix-free conjugate gradients on the Newton systems (no r^2 x r^2 matrix); CG
+    stops at max(tol / 10, min(1e-4, 1e-3 ||E||)), the reference code's rule.
+
+    Attributes:
+      (none: the tolerance follows the Newton loop's.)
 
     Example:
         >>> import rproxjax
@@ -229,7 +236,10 @@ class Adaptive(_Value):
 @dataclasses.dataclass(frozen=True)
 class Reference(_Value):
     """The ManPG code's rule: regularization 0.2 min(||E||, 0.1) and backtracking on
-    ||E||^2 (s halved down to 1e-3, the last trial accepted). No knobs.
+    ||E||^2 (s halved down to 1e-3, the last trial accepted).
+
+    Attributes:
+      (none: the reference code's constants.)
 
     Example:
         >>> import rproxjax

@@ -21,7 +21,7 @@ from jax import lax
 from rproxjax._linalg import mm
 
 
-@functools.cache
+@functools.lru_cache(maxsize=64)
 def sym_basis(r: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Orthonormal basis of symmetric r x r matrices (Frobenius inner product).
 

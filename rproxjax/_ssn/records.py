@@ -1,6 +1,6 @@
 """The Newton kernel's records: a solve's :class:`Problem`, an :class:`Iterate` with its
-:class:`Residual`, a step's :class:`StepResult`, and the residual and stopping test that
-every rule shares."""
+:class:`Residual`, a step's :class:`StepResult`, the residual and stopping test that every
+rule shares, and what a solve reports, :class:`SubproblemInfo`."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from rproxjax._linalg import mm
-from rproxjax._typing import Array, PyTree, Regularizer
+from rproxjax._typing import Array, ArrayLike, PyTree, Regularizer
 
-__all__ = ("Iterate", "Problem", "Residual", "StepResult", "counts", "meets_stopping_test",
-           "residual", "stops")
+__all__ = ("Iterate", "Problem", "Residual", "StepResult", "SubproblemInfo", "counts",
+           "meets_stopping_test", "residual", "stops")
 
 
 class Problem(NamedTuple):
@@ -90,3 +90,79 @@ def residual(p: Problem, w) -> Residual:
     xty = mm(p.xt, y)
     e = xty + xty.T - 2.0 * jnp.eye(p.x.shape[-1], dtype=p.x.dtype)
     return Residual(y, jac, e, jnp.sqrt(jnp.sum(e * e)))
+
+
+class SubproblemInfo(NamedTuple):
+    """What :func:`tangent_prox` reports besides the solution.
+
+    Attributes:
+      lam: the r x r symmetric multiplier Lambda of the returned point: of all
+        iterates (the starting one included), the one with the smallest
+        residual (the last one when converged). Pass it back as ``lam=`` to
+        warm-start a call on the same (X, G).
+      num_steps: Newton steps taken (int32).
+      residual: ||E(Lambda)||_F at the returned multiplier. Since
+        zeta^T X + X^T zeta = E(Lambda), it is also the tangency defect (not a
+        bound on the distance to the exact solution: see :func:`default_tol`).
+      converged: ``residual <= tol + (rtol + eps) * ||zeta||_F`` (bool), eps that of the
+        dtype: E's rounding level, so that a ``tol`` below it still ends the solve.
+      status: a :class:`rproxjax.Status` code (int32); ``describe(status)``
+        gives a readable message.
+      num_linear_steps: conjugate-gradient iterations, summed over Newton
+        steps (0 on the dense path).
+      num_evaluations: evaluations of E, line-search trials of the reference
+        rule included (the secant rule evaluates E once to four times per step).
+      lam_h: the regularizer's part of the multiplier, Lambda - sym(X^T G) / 2.
+        It changes slowly from one optimizer step to the next while the
+        gradient part jumps with every minibatch: pass it back as ``lam_h=`` to
+        warm-start the next step's call (at a new X and G). Zeros where the status
+        is NONFINITE or INVALID (like ``subgradient``).
+      subgradient: (W - Y) / t at the returned multiplier (d x r), with W its
+        prox argument and Y = prox_{t h}(W): an element of the subdifferential of
+        h at Y (prox optimality; Y = X + zeta unless zeta was zeroed). At every
+        returned multiplier Lambda = sym(X^T (G + subgradient)) / 2 + E / (4t),
+        E = 0 at a solution. Pass it back as ``subgradient=`` to warm-start the
+        next step's call at a new X and G: it carries the regularizer's part over
+        to the new X (``lam_h`` is tied to the old one). Zeros where the status is
+        NONFINITE or INVALID (non-finite or invalid inputs, or an overflow) and for
+        h = 0; kept for a collapsed iterate (where zeta is zeroed), so that the next
+        call starts where this one ended.
+      num_breakpoints: threshold crossings followed by the path steps of tight l1 solves
+        (:mod:`rproxjax._ssn.path`), summed over Newton steps (int32; 0 for other solves).
+
+    Example:
+        >>> import jax, rproxjax
+        >>> x = rproxjax.stiefel.random_point(jax.random.key(0), 20, 3)
+        >>> g = jax.random.normal(jax.random.key(1), (20, 3))
+        >>> zeta, info = rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(0.1))
+        >>> info.lam.shape, info.subgradient.shape, info.num_steps.dtype
+        ((3, 3), (20, 3), dtype('int32'))
+        >>> rproxjax.describe(info.status)
+        'converged: the residual is below the tolerance'
+    """
+
+    lam: Array
+    num_steps: Array
+    residual: Array
+    converged: Array
+    status: Array
+    num_linear_steps: Array
+    num_evaluations: Array
+    lam_h: Array
+    subgradient: Array
+    num_breakpoints: Array
+
+    @classmethod
+    def make(cls, *, lam: Array, residual: Array, converged: Array, status: Array,
+             subgradient: Array, lam_h: Array | None = None, num_steps: ArrayLike = 0,
+             num_linear_steps: ArrayLike = 0, num_evaluations: ArrayLike = 0,
+             num_breakpoints: ArrayLike = 0) -> SubproblemInfo:
+        """The one constructor, by keyword: counts default to 0 (int32), ``lam_h`` to
+        zeros like ``lam``."""
+        count = lambda n: jnp.asarray(n, jnp.int32)  # noqa: E731
+        return cls(lam=lam, num_steps=count(num_steps), residual=residual,
+                   converged=converged, status=status,
+                   num_linear_steps=count(num_linear_steps),
+                   num_evaluations=count(num_evaluations),
+                   lam_h=jnp.zeros_like(lam) if lam_h is None else lam_h,
+                   subgradient=subgradient, num_breakpoints=count(num_breakpoints))

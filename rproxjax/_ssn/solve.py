@@ -34,86 +34,17 @@ from rproxjax._linalg import mm
 from rproxjax._results import Status
 from rproxjax._ssn import implicit as _implicit
 from rproxjax._ssn import steps as _steps
-from rproxjax._ssn.config import METHODS, SSN, AutoLinearSolver, with_deprecated
+from rproxjax._ssn.config import (
+    METHODS,
+    SSN,
+    AutoLinearSolver,
+    Reference,
+    with_deprecated,
+)
+from rproxjax._ssn.records import SubproblemInfo
 from rproxjax._typing import Array, ArrayLike, DTypeLike, Regularizer
 
 __all__ = ["METHODS", "SSN", "SubproblemInfo", "default_tol", "tangent_prox"]
-
-
-class SubproblemInfo(NamedTuple):
-    """What :func:`tangent_prox` reports besides the solution.
-
-    Attributes:
-      lam: the r x r symmetric multiplier Lambda of the returned point: of all
-        iterates (the starting one included), the one with the smallest
-        residual (the last one when converged). Pass it back as ``lam=`` to
-        warm-start a call on the same (X, G).
-      num_steps: Newton steps taken (int32).
-      residual: ||E(Lambda)||_F at the returned multiplier. Since
-        zeta^T X + X^T zeta = E(Lambda), it is also the tangency defect (not a
-        bound on the distance to the exact solution: see :func:`default_tol`).
-      converged: ``residual <= tol + (rtol + eps) * ||zeta||_F`` (bool), eps that of the
-        dtype: E's rounding level, so that a ``tol`` below it still ends the solve.
-      status: a :class:`rproxjax.Status` code (int32); ``describe(status)``
-        gives a readable message.
-      num_linear_steps: conjugate-gradient iterations, summed over Newton
-        steps (0 on the dense path).
-      num_evaluations: evaluations of E, line-search trials of the reference
-        rule included (the secant rule evaluates E once to four times per step).
-      lam_h: the regularizer's part of the multiplier, Lambda - sym(X^T G) / 2.
-        It changes slowly from one optimizer step to the next while the
-        gradient part jumps with every minibatch: pass it back as ``lam_h=`` to
-        warm-start the next step's call (at a new X and G). Zeros where the status
-        is NONFINITE or INVALID (like ``subgradient``).
-      subgradient: (W - Y) / t at the returned multiplier (d x r), with W its
-        prox argument and Y = prox_{t h}(W): an element of the subdifferential of
-        h at Y (prox optimality; Y = X + zeta unless zeta was zeroed). At every
-        returned multiplier Lambda = sym(X^T (G + subgradient)) / 2 + E / (4t),
-        E = 0 at a solution. Pass it back as ``subgradient=`` to warm-start the
-        next step's call at a new X and G: it carries the regularizer's part over
-        to the new X (``lam_h`` is tied to the old one). Zeros where the status is
-        NONFINITE or INVALID (non-finite or invalid inputs, or an overflow) and for
-        h = 0; kept for a collapsed iterate (where zeta is zeroed), so that the next
-        call starts where this one ended.
-      num_breakpoints: threshold crossings followed by the path steps of tight l1 solves
-        (:mod:`rproxjax._ssn.path`), summed over Newton steps (int32; 0 for other solves).
-
-    Example:
-        >>> import jax, rproxjax
-        >>> x = rproxjax.stiefel.random_point(jax.random.key(0), 20, 3)
-        >>> g = jax.random.normal(jax.random.key(1), (20, 3))
-        >>> zeta, info = rproxjax.tangent_prox(x, g, 0.5, rproxjax.l1(0.1))
-        >>> info.lam.shape, info.subgradient.shape, info.num_steps.dtype
-        ((3, 3), (20, 3), dtype('int32'))
-        >>> rproxjax.describe(info.status)
-        'converged: the residual is below the tolerance'
-    """
-
-    lam: Array
-    num_steps: Array
-    residual: Array
-    converged: Array
-    status: Array
-    num_linear_steps: Array
-    num_evaluations: Array
-    lam_h: Array
-    subgradient: Array
-    num_breakpoints: Array
-
-    @classmethod
-    def make(cls, *, lam: Array, residual: Array, converged: Array, status: Array,
-             subgradient: Array, lam_h: Array | None = None, num_steps: ArrayLike = 0,
-             num_linear_steps: ArrayLike = 0, num_evaluations: ArrayLike = 0,
-             num_breakpoints: ArrayLike = 0) -> SubproblemInfo:
-        """The one constructor, by keyword: counts default to 0 (int32), ``lam_h`` to
-        zeros like ``lam``."""
-        count = lambda n: jnp.asarray(n, jnp.int32)  # noqa: E731
-        return cls(lam=lam, num_steps=count(num_steps), residual=residual,
-                   converged=converged, status=status,
-                   num_linear_steps=count(num_linear_steps),
-                   num_evaluations=count(num_evaluations),
-                   lam_h=jnp.zeros_like(lam) if lam_h is None else lam_h,
-                   subgradient=subgradient, num_breakpoints=count(num_breakpoints))
 
 
 def default_tol(dtype: DTypeLike | None) -> float:
@@ -405,8 +336,8 @@ def _going_lanes(p, p_flags, p_axes, start, ssn, loop, axis_size) -> LoopState:
         lane = [lax.dynamic_index_in_dim(a, i, keepdims=False) if b else a
                 for a, b in zip(flat, flags, strict=True)]
         lane_p, lane_e = jax.tree.unflatten(tree, lane)
-        # X^T of the lane, not a slice of the batched one: passed into this loop, that
-        # was copied whole (XLA's copy for a while loop's operand) on every call.
+        # X^T of the lane, formed here: a slice of the batched X^T, passed into this
+        # loop, would be copied whole (XLA copies a while loop's operands) on every call.
         lane_p = lane_p._replace(xt=lax.optimization_barrier(lane_p.x.T))
         # The lane's start from the carry, whose row i no lane has written yet (its Y and
         # Jacobian from W again): the batched start's d x r arrays then need no copy beside
@@ -612,3 +543,13 @@ def _warm_start(lam, lam_h, sub, shape, dtype, eager=False):
     if lam_h is None:
         return (zeros if lam is None else lam), zeros, None
     return lam, cast(lam_h), None
+
+
+def next_warm_start(info: SubproblemInfo, ssn: SSN) -> dict[str, Array]:
+    """The warm start a proximal step passes to its next solve, as ``tangent_prox``'s
+    keyword argument: the reference rule's previous multiplier (``lam``, as its code
+    does), otherwise ``ssn.warm_start``'s field of ``info`` (the subgradient of h, or the
+    multiplier's regularizer part ``lam_h``)."""
+    if isinstance(ssn.rule, Reference):
+        return {"lam": info.lam}
+    return {ssn.warm_start: getattr(info, ssn.warm_start)}

@@ -317,7 +317,12 @@ def _setup(method, nnz, *, budget, batch_fraction, q, gamma, eta, scale, u_scale
     return opt, dict(batch_size=batch, batched_loss=True, chunk_size=nnz, **kw)
 
 
-_HUB = RelayHub()  # the epochs of a run compiled with progress go to the call's bar
+@functools.lru_cache(maxsize=1)
+def _progress_hub() -> RelayHub:
+    """The hub that routes the epochs of :func:`_solve`'s compiled runs to the monitors of
+    the calls running them (each call has its own token): made on first use, and one, since
+    the relays it hands out are part of the compiled programs' key."""
+    return RelayHub()
 
 
 @functools.partial(_compile.jit, options=_compile.TASK_COMPILER_OPTIONS,
@@ -581,7 +586,7 @@ def _paper_method(matrix, obs, values, r, *, method, mu, lam, passes, batch_frac
     _check_range(wdt, {"eta": eta, "step_scale x |Omega|": step_scale * nnz, u_name: u_scale,
                        "mu": mu, "lam": lam},
                  in_m_units=("mu",) if magnitude_given else (u_name, "mu"))
-    with _HUB.watch(nnz, progress) as relay:
+    with _progress_hub().watch(nnz, progress) as relay:
         host = functools.partial(_checks.as_dtype, dtype=wdt)  # transfers: compile nothing
         res, v, low_rank, outliers, objective, objective0 = _solve(
             host(eta), host(step_scale * nnz), host(u_scale), host(mu),
