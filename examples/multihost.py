@@ -1,7 +1,7 @@
 """Data-parallel R-ProxSGD over several processes (hosts) with ``jax.distributed``.
 
 Each process holds only its own rows of the data set; together they form one global array
-split over every device of every process, and ``rproxjax.fit(..., mesh=mesh)`` runs on it:
+split over every device of every process, and ``rproxjax.fit(..., sharding=...)`` runs on it:
 each device draws its share of every minibatch from its rows, the gradients are
 all-reduced, and every process ends with the same (replicated) point.
 
@@ -60,10 +60,11 @@ def run(process_id: int, num_processes: int, coordinator: str) -> None:
     data, x0 = global_problem()
     rows = N // jax.process_count()
     local = data[jax.process_index() * rows:(jax.process_index() + 1) * rows]
-    global_data = jax.make_array_from_process_local_data(NamedSharding(mesh, P("data")), local)
+    sharding = NamedSharding(mesh, P("data"))  # the samples split over the "data" axis
+    global_data = jax.make_array_from_process_local_data(sharding, local)
     opt = rproxjax.r_prox_sgd(0.5, 0.05, rproxjax.l1(0.1))
     res = rproxjax.fit(opt, spca_loss, x0, global_data, key=jax.random.key(2), batch_size=B,
-                       num_epochs=2, mesh=mesh)
+                       num_epochs=2, sharding=sharding)
     x = np.asarray(res.params)  # replicated: every process holds the whole point
     print(f"process {jax.process_index()}/{jax.process_count()} devices "
           f"{jax.device_count()}: F {float(res.epoch_loss[-1]):.6f} checksum "

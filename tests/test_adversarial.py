@@ -1055,7 +1055,7 @@ def _legacy_key_ok(fn):
 
 def _spb_stream(num_steps):
     return _fit(_boost(), data=_stream(100), num_epochs=None,
-                num_steps=num_steps, refresh_batch_size=2 * B)
+                num_steps=num_steps, sampling=rproxjax.Sampling(refresh_batch_size=2 * B))
 
 
 NAN_ROW = _concrete_cache(lambda: _data().at[5].set(jnp.nan))
@@ -1069,8 +1069,8 @@ FIT = [
     case("chunk_size=True", lambda: _fit(chunk_size=True), raises(TypeError, "chunk_size")),
     case("num_steps=True", lambda: _fit(num_epochs=None, num_steps=True),
          raises(TypeError, "num_steps")),
-    case("refresh_batch_size=True", lambda: _fit(_boost(), batch_size=10,
-                                                 refresh_batch_size=True),
+    case("refresh_batch_size=True", lambda: _fit(
+        _boost(), batch_size=10, sampling=rproxjax.Sampling(refresh_batch_size=True)),
          raises(TypeError, "refresh_batch_size")),
     case("batch_size=np.int64(20)", lambda: _fit(batch_size=np.int64(20)),
          returns(_same_fit(lambda: _fit(batch_size=20)))),
@@ -1157,9 +1157,10 @@ FIT = [
                       opt_state=svrg(0.1, 0.1, None, m=3).init(_x0())),
          raises(ValueError, "opt_state")),
     # structural errors that are clear today
-    case("record_variance online", lambda: _fit(data=_stream(10), num_epochs=None,
-                                                num_steps=2, record_variance=True),
-         raises(ValueError, "record_variance")),
+    case("record_variance online", lambda: _fit(
+        data=_stream(10), num_epochs=None, num_steps=2,
+        recording=rproxjax.Recording(variance=True)),
+         raises(ValueError, r"Recording\(variance=True\) needs the full gradient")),
     case("pure_fit of a stream", lambda: _pure_fit(data=_stream(10)),
          raises(ValueError, "needs a data set")),
     case("fit under jit", lambda: jax.jit(lambda x: _fit(params=x).params)(_x0()),

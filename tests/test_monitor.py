@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import rproxjax
+from rproxjax import Recording
 from rproxjax._run.monitor import Monitor
 
 D, R = 24, 2
@@ -47,8 +48,8 @@ def test_a_callback_stops_the_run_and_the_rest_resumes_bit_identically(planted, 
         return info.epoch == 2
 
     full = rproxjax.fit(make(), _loss, x0, data, key=jax.random.key(3), **KW)
-    part = rproxjax.fit(make(), _loss, x0, data, key=jax.random.key(3), callback=stop_after_two,
-                        **KW)
+    part = rproxjax.fit(make(), _loss, x0, data, key=jax.random.key(3),
+                        recording=Recording(callback=stop_after_two), **KW)
     assert [i.epoch for i in seen] == [1, 2] and {i.num_epochs for i in seen} == {4}
     assert part.epoch_loss.shape == (3,) and part.history.ifo.shape[0] * 2 == \
         full.history.ifo.shape[0]
@@ -71,7 +72,7 @@ def test_a_callback_that_returns_nothing_lets_the_run_finish(planted):
     data, x0, _ = planted
     calls = []
     res = rproxjax.fit(_sgd(), _loss, x0, data, key=jax.random.key(3), num_steps=30,
-                       batch_size=100, callback=calls.append)  # returns None
+                       batch_size=100, recording=Recording(callback=calls.append))  # -> None
     assert [i.epoch for i in calls] == [1, 2, 3] and res.history.ifo.shape == (30,)
 
 
@@ -80,8 +81,8 @@ def test_an_online_run_reports_each_chunk(planted):
     batches = iter(np.asarray(data).reshape(-1, 20, D))
     calls = []
     res = rproxjax.fit(_sgd(), _loss, x0, batches, key=jax.random.key(0), batch_size=20,
-                       num_steps=30, chunk_size=200, callback=lambda i: calls.append(i) or
-                       i.epoch == 2)
+                       num_steps=30, sampling=rproxjax.Sampling(chunk_size=200),
+                       recording=Recording(callback=lambda i: calls.append(i) or i.epoch == 2))
     assert [i.epoch for i in calls] == [1, 2] and res.history.ifo.shape == (20,)
     assert calls[0].key is None
 
@@ -93,14 +94,17 @@ def test_an_error_in_the_callback_keeps_the_epochs_run(planted):
         raise KeyError("from the callback")
 
     with pytest.raises(KeyError) as err:
-        rproxjax.fit(_sgd(), _loss, x0, data, key=jax.random.key(0), **KW, callback=fail)
+        rproxjax.fit(_sgd(), _loss, x0, data, key=jax.random.key(0), **KW,
+                     recording=Recording(callback=fail))
     assert err.value.partial_result.epoch_loss.shape == (2,)
 
 
 @pytest.mark.parametrize("bad", [3, "print"])
 def test_a_callback_that_is_not_callable_is_a_type_error(planted, bad):
     data, x0, _ = planted
-    for run in (rproxjax.fit, rproxjax.pure_fit):
+    with pytest.raises(TypeError, match="callback must be callable"):
+        Recording(callback=bad)
+    for run in (rproxjax.fit, rproxjax.pure_fit):  # the former keyword
         with pytest.raises(TypeError, match="callback must be callable"):
             run(_sgd(), _loss, x0, data, key=jax.random.key(0), **KW, callback=bad)
 
@@ -108,6 +112,8 @@ def test_a_callback_that_is_not_callable_is_a_type_error(planted, bad):
 def test_progress_must_be_a_bool(planted):
     data, x0, _ = planted
     with pytest.raises(TypeError, match="progress must be True or False"):
+        Recording(progress="yes")
+    with pytest.raises(TypeError, match="progress must be True or False"):  # the former one
         rproxjax.fit(_sgd(), _loss, x0, data, key=jax.random.key(0), **KW, progress="yes")
 
 
@@ -120,12 +126,14 @@ def test_progress_bar_on_a_terminal_and_nothing_elsewhere(planted, monkeypatch, 
         monkeypatch.setitem(sys.modules, "tqdm.auto", None)  # import fails: the own line
     terminal = _Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
-    rproxjax.fit(_sgd(), _loss, x0, data, key=jax.random.key(0), **KW, progress=True)
+    rproxjax.fit(_sgd(), _loss, x0, data, key=jax.random.key(0), **KW,
+                 recording=Recording(progress=True))
     shown = terminal.getvalue()
     assert "4/4" in shown and "IFO/n = 4.00" in shown and "F = " in shown
     pipe = io.StringIO()  # not a terminal: nothing drawn
     monkeypatch.setattr(sys, "stderr", pipe)
-    rproxjax.fit(_sgd(), _loss, x0, data, key=jax.random.key(0), **KW, progress=True)
+    rproxjax.fit(_sgd(), _loss, x0, data, key=jax.random.key(0), **KW,
+                 recording=Recording(progress=True))
     assert pipe.getvalue() == ""
     monkeypatch.setattr(sys, "stderr", terminal := _Terminal())
     rproxjax.fit(_sgd(), _loss, x0, data, key=jax.random.key(0), **KW)  # progress off
@@ -159,7 +167,7 @@ def test_pure_fit_calls_back_every_epoch_under_jit_and_per_lane_under_vmap(plant
     kw.update(num_epochs=3) if num_steps is None else kw.update(num_steps=num_steps)
     ref = rproxjax.fit(_sgd(), _loss, x0, data, **kw)
     res = jax.jit(lambda x: rproxjax.pure_fit(_sgd(), _loss, x, data, **kw,
-                                              callback=calls.append))(x0)
+                                              recording=Recording(callback=calls.append)))(x0)
     jax.effects_barrier()
     assert [int(c.epoch) for c in calls] == [1, 2, 3]
     np.testing.assert_allclose(calls[-1].params, res.params, rtol=0, atol=0)
@@ -170,7 +178,7 @@ def test_pure_fit_calls_back_every_epoch_under_jit_and_per_lane_under_vmap(plant
 
     def lane(mu):
         return rproxjax.pure_fit(_sgd(mu), _loss, x0, data, **kw,
-                                 callback=calls.append).epoch_loss
+                                 recording=Recording(callback=calls.append)).epoch_loss
 
     losses = jax.jit(jax.vmap(lane))(jnp.array([0.05, 0.2]))
     jax.effects_barrier()

@@ -7,6 +7,7 @@ import optax
 import pytest
 
 import rproxjax
+from rproxjax import Recording, Sampling
 
 D, R = 24, 2
 
@@ -106,10 +107,10 @@ def test_planted_sparse_pca_prox_methods_beat_subgradient(planted):
     common = dict(key=jax.random.key(1), batch_size=20)
     sgd = rproxjax.fit(
         rproxjax.r_prox_sgd(rproxjax.inverse_sqrt_schedule(0.5), 0.03, reg), _loss, x0, data,
-        num_epochs=12, record_variance=True, **common)
+        num_epochs=12, recording=Recording(variance=True), **common)
     spb = rproxjax.fit(
         rproxjax.r_prox_spb(1.0, 0.01, reg, q=20), _loss, x0, data, num_epochs=2,
-        record_variance=True, **common)
+        recording=Recording(variance=True), **common)
     # R-Subgrad gets the best of a step-size grid, at the same IFO budget.
     subgrads = [
         rproxjax.fit(rproxjax.r_subgrad(rproxjax.inverse_sqrt_schedule(eta), reg), _loss, x0,
@@ -146,7 +147,8 @@ def test_online_stream_runs_in_chunks_and_matches_finite_sum_fixed_point(planted
 
     online = rproxjax.fit(
         rproxjax.r_prox_spb(0.3, 0.05, reg, q=10), _loss, x0, stream(0), key=jax.random.key(0),
-        batch_size=40, num_steps=200, refresh_batch_size=400, record_loss=True)
+        batch_size=40, num_steps=200, sampling=Sampling(refresh_batch_size=400),
+        recording=Recording(loss=True))
     assert online.history.ifo.shape == (200,)
     assert int(online.history.ifo[0]) == 400 and int(online.history.ifo[1]) == 480
     assert online.history.loss.shape == (200,)
@@ -177,7 +179,7 @@ def test_bad_inputs(planted):
                      batch_size=4, num_steps=2)
     with pytest.raises(ValueError, match="stream ended"):
         rproxjax.fit(opt, _loss, x0, iter([np.ones((4, D))]), key=jax.random.key(0),
-                     batch_size=4, num_steps=3, chunk_size=4)
+                     batch_size=4, num_steps=3, sampling=Sampling(chunk_size=4))
 
 
 def test_nonfinite_data_is_reported_and_x_kept(planted):
@@ -192,7 +194,7 @@ def test_nonfinite_data_is_reported_and_x_kept(planted):
 def test_steps_per_epoch_gives_finer_curves(planted):
     data, x0, _ = planted
     res = rproxjax.fit(_sgd(0.1), _loss, x0, data, key=jax.random.key(0), batch_size=30,
-                       num_epochs=5, steps_per_epoch=4)
+                       num_epochs=5, sampling=Sampling(steps_per_epoch=4))
     np.testing.assert_array_equal(res.epoch_ifo, 120 * np.arange(6))
     assert res.history.ifo.shape == (20,)
     # F after each short epoch is the full objective at that point (decreasing here).
@@ -200,13 +202,12 @@ def test_steps_per_epoch_gives_finer_curves(planted):
     # R-ProxSPB: rounded down to whole blocks of q steps (at least one block).
     spb = rproxjax.r_prox_spb(0.2, 0.05, rproxjax.l1(0.1), q=5)
     res = rproxjax.fit(spb, _loss, x0, data, key=jax.random.key(0), batch_size=30,
-                       num_epochs=3, steps_per_epoch=12)
+                       num_epochs=3, sampling=Sampling(steps_per_epoch=12))
     assert res.history.refresh.shape == (3 * 10,)
     np.testing.assert_array_equal(res.epoch_ifo, (2 * (1200 + 4 * 60)) * np.arange(4))
     for bad, error in ((0, ValueError), (-3, ValueError), (2.5, TypeError)):
         with pytest.raises(error, match="steps_per_epoch"):
-            rproxjax.fit(_sgd(0.1), _loss, x0, data, key=jax.random.key(0), batch_size=30,
-                         num_epochs=1, steps_per_epoch=bad)
+            Sampling(steps_per_epoch=bad)
 
 
 def test_full_batch_steps_use_the_data_set_as_is(planted):
@@ -228,11 +229,11 @@ def test_online_runs_exactly_num_steps(planted, spb):
     data, x0, _ = planted
     if spb:  # blocks of q = 4: a refresh on 2 batches of 40, then 3 steps
         opt, steps, kw = rproxjax.r_prox_spb(0.3, 0.05, rproxjax.l1(0.3), q=4), 9, \
-            dict(refresh_batch_size=80)
+            dict(sampling=Sampling(refresh_batch_size=80))
         needed = 3 * 2 + (3 + 3 + 0)  # three refreshes, then 3 + 3 + 0 steps on minibatches
         ifo = 80 * np.arange(1, 10)  # a refresh costs |S1| = 80, a SARAH step 2 * 40
     else:
-        opt, steps, kw = _sgd(0.3), 7, dict(chunk_size=120)  # chunks of 3 steps: 3 + 3 + 1
+        opt, steps, kw = _sgd(0.3), 7, dict(sampling=Sampling(chunk_size=120))  # 3 + 3 + 1
         needed, ifo = 7, [40 * (k + 1) for k in range(7)]
     batches = [np.asarray(data[40 * i: 40 * (i + 1)]) for i in range(needed)]
     res = rproxjax.fit(opt, _loss, x0, iter(batches), key=jax.random.key(0), batch_size=40,
@@ -267,7 +268,7 @@ def test_a_failing_stream_keeps_the_chunks_already_run(planted):
 
     with pytest.raises(OSError, match="went away") as exc:
         rproxjax.fit(_sgd(0.3), _loss, x0, stream(), key=jax.random.key(0), batch_size=40,
-                     num_steps=9, chunk_size=80)  # chunks of 2 steps
+                     num_steps=9, sampling=Sampling(chunk_size=80))  # chunks of 2 steps
     partial = exc.value.partial_result
     assert partial.history.ifo.shape == (4,)  # two whole chunks ran before the failure
     np.testing.assert_array_equal(partial.epoch_ifo, [0, 80, 160])
@@ -282,7 +283,8 @@ def test_recorded_variances_match_the_sampled_gradient(dtype):
     data = jnp.asarray(rng.normal(size=(2, 12)), dtype)
     x0 = rproxjax.stiefel.random_point(jax.random.key(1), 12, 3, dtype)
     res = rproxjax.fit(_sgd(0.1), _loss, x0, data, key=jax.random.key(2), batch_size=1,
-                       num_epochs=1, steps_per_epoch=1, record_variance=True)
+                       num_epochs=1, sampling=Sampling(steps_per_epoch=1),
+                       recording=Recording(variance=True))
     grads = [jax.grad(_loss)(x0, data[i]) for i in range(2)]
     full = (grads[0] + grads[1]) / 2
     euclid = [float(jnp.sum((g - full) ** 2)) for g in grads]
@@ -301,9 +303,12 @@ def test_epochs_can_be_segments_of_a_block(planted):
     data, x0, _ = planted
     opt = rproxjax.r_prox_spb(0.3, 0.05, rproxjax.l1(0.2), q=10)
     common = dict(key=jax.random.key(4), batch_size=40)
-    whole = rproxjax.fit(opt, _loss, x0, data, num_epochs=3, steps_per_epoch=10, **common)
-    seg = rproxjax.fit(opt, _loss, x0, data, num_epochs=15, steps_per_epoch=2,
-                       record_variance=True, **common)
+    def per(steps, **kw):
+        return Sampling(steps_per_epoch=steps, **kw)
+
+    whole = rproxjax.fit(opt, _loss, x0, data, num_epochs=3, sampling=per(10), **common)
+    seg = rproxjax.fit(opt, _loss, x0, data, num_epochs=15, sampling=per(2),
+                       recording=Recording(variance=True), **common)
     refresh = np.asarray(seg.history.refresh)
     np.testing.assert_array_equal(np.flatnonzero(refresh), [0, 10, 20])
     np.testing.assert_array_equal(seg.epoch_ifo[::5], whole.epoch_ifo)
@@ -316,15 +321,133 @@ def test_epochs_can_be_segments_of_a_block(planted):
     assert np.all(var[refresh] < 1e-20) and np.all(var[~refresh] > 0)
     # the curve's points are the losses at those steps (F evaluated outside the timing)
     for e in (3, 7):
-        part = rproxjax.fit(opt, _loss, x0, data, num_epochs=e, steps_per_epoch=2, **common)
+        part = rproxjax.fit(opt, _loss, x0, data, num_epochs=e, sampling=per(2), **common)
         np.testing.assert_allclose(part.epoch_loss[-1], seg.epoch_loss[e], rtol=1e-12)
     # A sampled refresh (|S1| < n), num_steps: the same as whole blocks too.
-    kw = dict(refresh_batch_size=200, record_loss=True, **common)
-    a = rproxjax.fit(opt, _loss, x0, data, num_steps=20, steps_per_epoch=5, **kw)
-    b = rproxjax.fit(opt, _loss, x0, data, num_epochs=2, steps_per_epoch=10, **kw)
+    kw = dict(recording=Recording(loss=True), **common)
+    a = rproxjax.fit(opt, _loss, x0, data, num_steps=20,
+                     sampling=per(5, refresh_batch_size=200), **kw)
+    b = rproxjax.fit(opt, _loss, x0, data, num_epochs=2,
+                     sampling=per(10, refresh_batch_size=200), **kw)
     assert a.epoch_loss.shape == (5,) and int(a.epoch_ifo[-1]) == int(b.epoch_ifo[-1])
     np.testing.assert_allclose(a.history.loss, b.history.loss, rtol=1e-13)
     with pytest.raises(ValueError, match="must divide q"):
-        rproxjax.fit(opt, _loss, x0, data, num_epochs=2, steps_per_epoch=3, **common)
+        rproxjax.fit(opt, _loss, x0, data, num_epochs=2, sampling=per(3), **common)
     with pytest.raises(ValueError, match="whole blocks"):
-        rproxjax.pure_fit(opt, _loss, x0, data, num_epochs=2, steps_per_epoch=2, **common)
+        rproxjax.pure_fit(opt, _loss, x0, data, num_epochs=2, sampling=per(2), **common)
+
+
+def _same_run(a, b):
+    """Every array of two FitResults equal bit for bit (epoch_time aside: a wall clock)."""
+    a, b = a._replace(epoch_time=None), b._replace(epoch_time=None)
+    la, lb = jax.tree.leaves(a), jax.tree.leaves(b)
+    assert jax.tree.structure(a) == jax.tree.structure(b) and len(la) == len(lb)
+    for x, y in zip(la, lb, strict=True):
+        if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+            x, y = jax.random.key_data(x), jax.random.key_data(y)
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+@pytest.mark.parametrize("runner", ["fit", "pure_fit"])
+def test_the_groups_and_the_former_flat_keywords_run_alike(planted, runner):
+    """fit(sampling=Sampling(...), recording=Recording(...)) is the run of the former flat
+    keywords, bit for bit; those that are deprecated warn, naming the new form."""
+    data, x0, _ = planted
+    opt = rproxjax.r_prox_spb(0.3, 0.05, rproxjax.l1(0.2), q=5)
+    seen = {"group": [], "flat": []}
+    common = dict(key=jax.random.key(4), batch_size=40, num_steps=23)
+    grouped = dict(sampling=Sampling(steps_per_epoch=10, refresh_batch_size=200,
+                                     chunk_size=300),
+                   recording=Recording(loss=True, variance=True,
+                                       callback=lambda i: seen["group"].append(i.ifo)))
+    flat = dict(steps_per_epoch=10, refresh_batch_size=200, chunk_size=300, record_loss=True,
+                record_variance=True, callback=lambda i: seen["flat"].append(i.ifo))
+    run = getattr(rproxjax, runner)
+    a = run(opt, _loss, x0, data, **common, **grouped)
+    with pytest.warns(DeprecationWarning, match=r"refresh_batch_size=\) is deprecated and will "
+                      r"be removed in rproxjax 0\.5: use sampling=rproxjax\.Sampling"):
+        b = run(opt, _loss, x0, data, **common, **flat)
+    _same_run(a, b)
+    assert a.history.loss is not None and a.history.riemannian_variance is not None
+    jax.effects_barrier()  # pure_fit's callbacks have arrived
+    assert len(seen["group"]) == len(seen["flat"]) == 3
+    np.testing.assert_array_equal(seen["group"], seen["flat"])
+
+
+def test_the_former_mesh_keywords_warn_and_run_as_the_sharding(planted):
+    data, x0, _ = planted
+    mesh = jax.make_mesh((1,), ("data",))
+    kw = dict(key=jax.random.key(2), batch_size=40, num_epochs=1)
+    a = rproxjax.fit(_sgd(0.2), _loss, x0, data, **kw,
+                     sharding=jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("data")))
+    for former in (dict(mesh=mesh), dict(mesh=mesh, data_axis="data")):
+        with pytest.warns(DeprecationWarning, match=r"fit\(mesh=(, data_axis=)?\) (is|are) "
+                          r"deprecated and will be removed in rproxjax 0\.5: use "
+                          r"sharding=NamedSharding\(mesh, PartitionSpec\(data_axis\)\)"):
+            b = rproxjax.fit(_sgd(0.2), _loss, x0, data, **kw, **former)
+        _same_run(a, b)
+
+
+def _mesh_sharding(*spec, axes=("data",)):
+    return jax.sharding.NamedSharding(jax.make_mesh((1,) * len(axes), axes),
+                                      jax.sharding.PartitionSpec(*spec))
+
+
+@pytest.mark.parametrize("runner", ["fit", "pure_fit"])
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(sampling={"steps_per_epoch": 2}), TypeError, "sampling must be a rproxjax.Sampling"),
+    (dict(recording=True), TypeError, "recording must be a rproxjax.Recording"),
+    (dict(sharding="data"), TypeError, "sharding must be a jax.sharding.NamedSharding"),
+    (dict(sharding=_mesh_sharding()), ValueError, "split the leading"),
+    (dict(sharding=_mesh_sharding(None, "data")), ValueError, "split the leading"),
+    (dict(sharding=_mesh_sharding(("a", "b"), axes=("a", "b"))), ValueError,
+     "over one mesh axis"),
+    (dict(sampling=Sampling(), chunk_size=10), TypeError, "give chunk_size in sampling= only"),
+    (dict(recording=Recording(), record_loss=True), TypeError, "give loss in recording="),
+    (dict(steps=3), TypeError, "unexpected keyword argument 'steps'"),
+])
+def test_bad_groups_are_errors_before_anything_is_traced(planted, runner, kwargs, error, match):
+    data, x0, _ = planted
+    traced = []
+
+    def loss(x, z):
+        traced.append(None)
+        return _loss(x, z)
+
+    with pytest.raises(error, match=match):
+        getattr(rproxjax, runner)(_sgd(0.1), loss, x0, data, key=jax.random.key(0),
+                                  batch_size=40, num_epochs=1, **kwargs)
+    assert not traced  # raised before the loss (and so any program) was traced
+
+
+@pytest.mark.parametrize("build, error, match", [
+    (lambda: Sampling(steps_per_epoch=0), ValueError, "steps_per_epoch must be a positive"),
+    (lambda: Sampling(refresh_batch_size=2.0), TypeError, "refresh_batch_size must be a pos"),
+    (lambda: Sampling(chunk_size=None), TypeError, "chunk_size must be a positive int"),
+    (lambda: Sampling(chunk_size=True), TypeError, "chunk_size must be a positive int"),
+    (lambda: Sampling(3), TypeError, "positional"),
+    (lambda: Recording(loss=1), TypeError, "Recording.loss must be True or False"),
+    (lambda: Recording(variance="yes"), TypeError, "Recording.variance must be True or"),
+    (lambda: Recording(progress=None), TypeError, "Recording.progress must be True or"),
+    (lambda: Recording(callback=3), TypeError, "callback must be callable"),
+])
+def test_the_groups_check_their_values_when_built(build, error, match):
+    with pytest.raises(error, match=match):
+        build()
+
+
+def test_the_groups_are_frozen_values():
+    s = Sampling(steps_per_epoch=np.int64(4))
+    assert type(s.steps_per_epoch) is int and s == Sampling(steps_per_epoch=4)
+    assert Recording(loss=np.bool_(True)).loss is True
+    with pytest.raises(AttributeError):
+        s.chunk_size = 10
+
+
+def test_pure_fit_draws_no_progress_bar(planted):
+    data, x0, _ = planted
+    kw = dict(key=jax.random.key(0), batch_size=40, num_epochs=1)
+    with pytest.raises(ValueError, match="pure_fit draws no progress bar"):
+        rproxjax.pure_fit(_sgd(0.1), _loss, x0, data, recording=Recording(progress=True), **kw)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'progress'"):
+        rproxjax.pure_fit(_sgd(0.1), _loss, x0, data, progress=True, **kw)

@@ -1,4 +1,4 @@
-"""Data-parallel runs (``mesh=``): argument errors here, and the 4-device tests of
+"""Data-parallel runs (``sharding=``): argument errors here, and the 4-device tests of
 test_sharding_devices.py in a subprocess with forced host devices (so that this
 process keeps its single device)."""
 
@@ -14,6 +14,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 import rproxjax
 from rproxjax.problems import spca_loss
@@ -42,13 +44,28 @@ def problem():
     return z, x0, rproxjax.r_prox_sgd(0.1, 0.5, rproxjax.l1(0.05))
 
 
+def _one_device(*spec):
+    return NamedSharding(jax.make_mesh((1,), ("data",)), P(*spec))
+
+
 def test_a_one_device_mesh_runs_the_sharded_sampler(problem):
     z, x0, opt = problem
-    mesh = jax.make_mesh((1,), ("data",))
     res = rproxjax.fit(opt, spca_loss, x0, z, key=jax.random.key(2), batch_size=4,
-                       num_epochs=1, mesh=mesh)
+                       num_epochs=1, sharding=_one_device("data"))
     ref = reference_plain(opt, x0, z, jax.random.key(2), 4, 1, 1)
     np.testing.assert_allclose(res.params, ref, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("sharding, error, match", [
+    (jax.make_mesh((1,), ("data",)), TypeError, "sharding must be a jax.sharding.NamedSharding"),
+    (_one_device(), ValueError, "must split the leading"),
+    (_one_device(None, "data"), ValueError, "must split the leading"),
+])
+def test_bad_shardings_are_errors(problem, sharding, error, match):
+    z, x0, opt = problem
+    with pytest.raises(error, match=match):
+        rproxjax.fit(opt, spca_loss, x0, z, key=jax.random.key(0), batch_size=4,
+                     num_epochs=1, sharding=sharding)
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -56,9 +73,10 @@ def test_a_one_device_mesh_runs_the_sharded_sampler(problem):
     (dict(data_axis="data"), "data_axis needs mesh="),
     (dict(mesh=jax.make_mesh((1,), ("data",)), data_axis="model"), "not an axis of the mesh"),
 ])
-def test_bad_mesh_arguments_are_errors(problem, kwargs, match):
+def test_bad_former_mesh_keywords_are_errors(problem, kwargs, match):
     z, x0, opt = problem
-    with pytest.raises(ValueError, match=match):
+    with pytest.warns(DeprecationWarning, match="removed in rproxjax 0.5"), \
+            pytest.raises(ValueError, match=match):
         rproxjax.fit(opt, spca_loss, x0, z, key=jax.random.key(0), batch_size=4,
                      num_epochs=1, **kwargs)
 
@@ -68,7 +86,7 @@ def test_a_stream_is_not_sharded(problem):
     stream = iter([z[:4]] * 3)
     with pytest.raises(ValueError, match="online stream is not sharded"):
         rproxjax.fit(opt, spca_loss, x0, stream, key=jax.random.key(0), batch_size=4,
-                     num_steps=2, mesh=jax.make_mesh((1,), ("data",)))
+                     num_steps=2, sharding=_one_device("data"))
 
 
 def _free_port():

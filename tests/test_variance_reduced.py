@@ -115,7 +115,8 @@ def test_converges_on_planted_sparse_pca_and_stays_feasible(name, planted):
     else:
         opt = rproxjax.r_prox_sarah(0.02, 0.5, reg, q=20)
     res = rproxjax.fit(opt, rproxjax.problems.spca_loss, x0, data, key=jax.random.key(1),
-                       batch_size=20, num_epochs=2, record_variance=True)
+                       batch_size=20, num_epochs=2,
+                       recording=rproxjax.Recording(variance=True))
     # IFO accounting: blocks of one full gradient (n) and q - 1 steps of 2 b.
     blocks_per_epoch = (1200 // 20) // 19
     np.testing.assert_array_equal(res.epoch_ifo,
