@@ -32,6 +32,15 @@ def is_optax_chain(optimizer: Any) -> bool:
             and getattr(init, "__module__", None) == optax.chain.__module__)
 
 
+def eval_jaxpr(jaxpr: Any, consts: Any, *args: Any) -> list:
+    """Evaluates a closed-over jaxpr (``jax.make_jaxpr(...).jaxpr``) on ``args``: JAX's
+    ``jax.core.eval_jaxpr`` (the jaxpr interpreter; ``jax.core`` is JAX's semi-private
+    namespace, being trimmed release by release)."""
+    import jax.core
+
+    return jax.core.eval_jaxpr(jaxpr, consts, *args)
+
+
 def jit_cache_size(fn: Any) -> int:
     """The number of compilations a ``jax.jit``-ed function holds (its private
     ``_cache_size``)."""

@@ -37,3 +37,9 @@ def test_jit_cache_size_counts_compilations():
     assert _foreign.jit_cache_size(fn) == 1
     fn(jnp.ones(4))
     assert _foreign.jit_cache_size(fn) == 2
+
+
+def test_jax_core_eval_jaxpr_evaluates_a_traced_program():
+    closed = jax.make_jaxpr(lambda x, y: jnp.sin(x) * y + 1.0)(2.0, 3.0)
+    (out,) = _foreign.eval_jaxpr(closed.jaxpr, closed.consts, 2.0, 3.0)
+    assert float(out) == float(jnp.sin(2.0) * 3.0 + 1.0)

@@ -37,6 +37,7 @@ __all__ = ["CONFIG_KEYS", "CPU_COMPILER_OPTIONS", "MAX_ENTRIES", "TASK_COMPILER_
            "CacheInfo", "ProgramCache", "arguments_key", "clear_cache", "compile_once",
            "environment", "jit", "program_key"]
 
+from rproxjax import _foreign
 from rproxjax._jit import (  # noqa: F401 (the runner's names for them)
     CPU_COMPILER_OPTIONS,
     TASK_COMPILER_OPTIONS,
@@ -116,7 +117,7 @@ def _evaluator(jaxpr, consts, flat_args, refusals: Refusals):
     """The jaxpr compiled ahead of time (so that no call pays for compilation)."""
 
     def run(consts, flat_args):
-        return jax.core.eval_jaxpr(jaxpr, consts, *flat_args)
+        return _foreign.eval_jaxpr(jaxpr, consts, *flat_args)
 
     lowered = jax.jit(run).lower(consts, flat_args)
     return compile_lowered(lowered, _options((consts, flat_args)), refusals)
