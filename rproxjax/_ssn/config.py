@@ -30,9 +30,8 @@ from rproxjax._typing import ArrayLike
 __all__ = ("CG", "SSN", "SSN_RTOL", "Adaptive", "AutoLinearSolver", "Dense", "PathSteps",
            "Reference", "Secant")
 
-#: The stochastic optimizers' relative tolerance (:meth:`SSN.stochastic`): the largest
-#: value whose solve error stays a small fraction of the minibatch noise in zeta
-#: (``benchmarks/results/inexact.md``).
+#: The stochastic optimizers' relative tolerance (:meth:`SSN.stochastic`): the solve's
+#: error is then a small fraction of the minibatch noise in zeta (``docs/subproblem.md``).
 SSN_RTOL = 0.1
 
 #: What a proximal step passes to its next solve.
