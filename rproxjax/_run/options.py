@@ -198,9 +198,9 @@ def grouped(where: str, sampling, recording, sharding, former: dict, *,
         one of its former keywords.
       ValueError: a bad value, as the groups' own checks raise it.
     """
-    names = FORMER if progress else {k: v for k, v in FORMER.items() if k != "progress"}
+    accepted = set(FORMER) - ({"progress"} if not progress else set())
     for name in former:
-        if name not in names:
+        if name not in accepted:
             raise TypeError(f"{where}() got an unexpected keyword argument {name!r}.")
     given = {"sampling": sampling, "recording": recording, "sharding": sharding}
     fields: dict[str, dict[str, Any]] = {"sampling": {}, "recording": {}, "sharding": {}}
@@ -217,9 +217,10 @@ def grouped(where: str, sampling, recording, sharding, former: dict, *,
         new = ("sharding=NamedSharding(mesh, PartitionSpec(data_axis))" if group == "sharding"
                else f"{group}={_GROUP_TYPE[group]}("
                + ", ".join(f"{FORMER[n][1]}=..." for n in warned) + ")")
-        names = ", ".join(f"{n}=" for n in warned)
-        warnings.warn(f"{where}({names}) {'is' if len(warned) == 1 else 'are'} deprecated and "
-                      f"will be removed in rproxjax 0.5: use {new} instead.",
+        keywords = ", ".join(f"{n}=" for n in warned)
+        verb = "is" if len(warned) == 1 else "are"
+        warnings.warn(f"{where}({keywords}) {verb} deprecated and will be removed in rproxjax "
+                      f"0.5: use {new} instead.",
                       DeprecationWarning, stacklevel=3)
     for group, kind in (("sampling", Sampling), ("recording", Recording)):
         if given[group] is not None and not isinstance(given[group], kind):
