@@ -1,6 +1,8 @@
 """The paper's experiments, reproducible from named configurations.
 
-Run one from the command line (results and figures go to ``results/``)::
+The repository's lab, beside the library: it is not in the wheel and runs from the
+repository root. Run one from the command line (results and figures go to ``results/``;
+``--demo`` records the demonstration of ``python -m rproxjax`` in ``results/demo.json``)::
 
     python -m experiments spca-mnist-r10
     python -m experiments --list
