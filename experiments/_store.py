@@ -18,6 +18,7 @@ import platform
 import subprocess
 import sys
 import tempfile
+import warnings
 
 import jax
 import numpy as np
@@ -76,14 +77,54 @@ def source() -> dict:
     return {"commit": commit, "tree_clean": not dirty}
 
 
+def describe_ssn(ssn) -> dict:
+    """An :class:`rproxjax.SSN` value as plain JSON: its fields, its rule and its linear
+    solver each as a dict of its name and knobs."""
+    def value(v):
+        if dataclasses.is_dataclass(v):
+            return {"name": getattr(v, "name", type(v).__name__),
+                    **{f.name: value(getattr(v, f.name)) for f in dataclasses.fields(v)}}
+        return to_json(v)
+
+    return {f.name: value(getattr(ssn, f.name)) for f in dataclasses.fields(ssn)}
+
+
 def solver_defaults() -> dict:
     """The subproblem solver's default settings, ``SSN()`` and ``SSN.stochastic()``, as
-    plain JSON: what an experiment's solver is, apart from the overrides its configuration
-    records (``ssn_tol``, ``linear_solver``)."""
+    plain JSON (:func:`describe_ssn`): what an experiment's solver is, apart from the
+    overrides its configuration records (``ssn_tol``, ``linear_solver``)."""
     from rproxjax import SSN
 
-    return {"SSN()": to_json(dataclasses.asdict(SSN())),
-            "SSN.stochastic()": to_json(dataclasses.asdict(SSN.stochastic()))}
+    return {"SSN()": describe_ssn(SSN()), "SSN.stochastic()": describe_ssn(SSN.stochastic())}
+
+
+def _as_current(fields: dict) -> tuple[dict, list[str]]:
+    """A recorded description in the current form, and the recorded fields that are no
+    longer settings. A record of rproxjax 0.3 (flat knobs and ``method``) is the solver that
+    ``SSN(**knobs)`` builds today: SSN's former flat fields map each knob to its place."""
+    if "method" not in fields:
+        return fields, []
+    import inspect
+
+    from rproxjax import SSN
+    from rproxjax._ssn.config import _FLAT
+
+    known = set(inspect.signature(SSN).parameters) | set(_FLAT) | {"method"}
+    gone = [k for k in fields if k not in known]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        ssn = SSN(**{k: v for k, v in fields.items() if k in known})
+    return describe_ssn(ssn), gone
+
+
+def _dotted(fields: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in fields.items():
+        if isinstance(value, dict):
+            out.update(_dotted(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
 
 
 def staleness(result: dict) -> str | None:
@@ -93,12 +134,14 @@ def staleness(result: dict) -> str | None:
     if recorded is None:
         return ("its solver settings were not recorded (made by rproxjax "
                 f"{result.get('machine', {}).get('rproxjax')}, before they were)")
-    now = solver_defaults()
-    diffs = [f"{name}.{field} was {recorded.get(name, {}).get(field, 'unset')!r}, now "
-             f"{value!r}" for name, fields in now.items() for field, value in fields.items()
-             if recorded.get(name, {}).get(field, "unset") != value]
-    diffs += [f"{name}.{field} is no longer a setting" for name, fields in recorded.items()
-              for field in fields if field not in now.get(name, {})]
+    diffs = []
+    for name, fields in solver_defaults().items():
+        then, gone = _as_current(recorded.get(name, {}))
+        then, now = _dotted(then), _dotted(fields)
+        diffs += [f"{name}.{field} was {then.get(field, 'unset')!r}, now {value!r}"
+                  for field, value in now.items() if then.get(field, "unset") != value]
+        diffs += [f"{name}.{field} is no longer a setting"
+                  for field in [*gone, *(f for f in then if f not in now)]]
     return "solver defaults changed: " + "; ".join(diffs) if diffs else None
 
 

@@ -20,9 +20,11 @@ def test_machine_records_the_commit_and_the_solver_defaults():
         assert isinstance(m["tree_clean"], bool)
     else:  # an installed copy: no git history to name
         assert m["commit"] is None and m["tree_clean"] is None
-    assert m["solver_defaults"]["SSN.stochastic()"] == _store.to_json(
-        dataclasses.asdict(rproxjax.SSN.stochastic()))
+    assert m["solver_defaults"]["SSN.stochastic()"] == _store.describe_ssn(
+        rproxjax.SSN.stochastic())
     assert m["solver_defaults"]["SSN()"]["rtol"] == rproxjax.SSN().rtol
+    assert m["solver_defaults"]["SSN()"]["rule"]["name"] == "secant"
+    assert m["solver_defaults"]["SSN.stochastic()"]["rule"]["escalate"] == 0.2
 
 
 def test_fresh_results_are_not_stale():
@@ -40,6 +42,29 @@ def test_a_changed_default_names_the_setting():
 def test_results_without_recorded_settings_are_stale():
     reason = _store.staleness({"machine": {"rproxjax": "0.2.0.dev0"}})
     assert reason is not None and "not recorded" in reason and "0.2.0.dev0" in reason
+
+
+#: The defaults as rproxjax 0.3 recorded them (flat knobs): the same solvers as today's.
+FLAT_03 = {"tol": None, "rtol": 0.0, "max_steps": 100, "linear_solver": "auto",
+           "method": "secant", "cg_threshold": 16, "secant_passes": 3, "line_search_passes": 6,
+           "rho_scale": 0.0001, "loose_rho_scale": 1.0, "loose_secant_shift": False,
+           "unit_accept": 0.1, "path_steps": True, "path_float32": False,
+           "path_rho_scale": 1e-10, "max_breaks": 16, "path_accept": 0.1,
+           "path_progress": 0.5, "jacobi_first": True, "jacobi_rho_scale": 0.5,
+           "plain_rho_scale": 0.2, "escalate": 0.2, "sequential_lanes": None,
+           "warm_start": "subgradient"}
+
+
+def test_a_record_of_the_flat_settings_is_read_in_the_composed_form():
+    old = {"SSN()": FLAT_03, "SSN.stochastic()": dict(FLAT_03, method="adaptive", rtol=0.1)}
+    assert _store.staleness({"machine": {"solver_defaults": old}}) is None
+    changed = dict(old, **{"SSN.stochastic()": dict(old["SSN.stochastic()"],
+                                                    jacobi_first=False)})
+    reason = _store.staleness({"machine": {"solver_defaults": changed}})
+    assert "SSN.stochastic().rule.jacobi_first was False, now True" in reason
+    gone = dict(old, **{"SSN()": dict(FLAT_03, old_knob=1)})
+    assert "SSN().old_knob is no longer a setting" in _store.staleness(
+        {"machine": {"solver_defaults": gone}})
 
 
 @pytest.mark.parametrize("removed", ["SSN()", "SSN.stochastic()"])
