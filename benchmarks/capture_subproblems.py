@@ -18,7 +18,7 @@ What it does (everything in float64):
 
   - R-ProxSGD: ``rproxjax.r_prox_sgd(rproxjax.inverse_sqrt_schedule(eta0), 0.1, rproxjax.l1(mu),
     ssn=ssn)`` fed the minibatch gradient at X_t, with rproxjax 0.1.0's subproblem settings,
-    pinned since: ``ssn = rproxjax.SSN(tol=1e-10, method="reference", linear_solver=...)``
+    pinned since: ``ssn = rproxjax.SSN(tol=1e-10, rule="reference", linear_solver=...)``
     (rtol 0; CG Newton systems from r = 15, else dense);
   - R-ProxSPB: ``rproxjax.r_prox_spb(eta, 0.1, rproxjax.l1(mu), q=100, ssn=ssn)``: at
     every step with count % 100 == 0 (a refresh) it is fed the full gradient over all n rows
@@ -114,7 +114,7 @@ def _as_captured(args, r):
     """The subproblem settings the file was captured with (rproxjax 0.1.0's defaults, before
     the secant rule): the reference Newton rule warm-started from the previous multiplier,
     solves to tol alone, and CG Newton systems from r = 15 on."""
-    return rproxjax.SSN(tol=args.ssn_tol, rtol=0.0, method="reference",
+    return rproxjax.SSN(tol=args.ssn_tol, rtol=0.0, rule="reference",
                         linear_solver="cg" if r >= 15 else "dense")
 
 
@@ -386,7 +386,7 @@ def main(argv=None):
         f"np.sort(rng.choice(n, {args.batch_size}, replace=False)) per minibatch step "
         "(none on R-ProxSPB refresh steps)",
         f"R-ProxSGD: rproxjax.r_prox_sgd(rproxjax.inverse_sqrt_schedule(eta0), {args.gamma}, "
-        f"rproxjax.l1(mu), ssn=SSN(tol={args.ssn_tol:g}, method='reference', linear_solver="
+        f"rproxjax.l1(mu), ssn=SSN(tol={args.ssn_tol:g}, rule='reference', linear_solver="
         "'cg' from r = 15 else 'dense'; rtol 0, max_steps 100); polar retraction",
         f"R-ProxSPB: rproxjax.r_prox_spb(eta, {args.gamma}, rproxjax.l1(mu), q={args.q}, "
         f"ssn=the same); full gradient when count % {args.q} == 0, else the "

@@ -114,7 +114,7 @@ def scenario_quickstart() -> dict:
 
     data = rproxjax.datasets.load_mnist(n=2000)
     return {"sparse_pca(nonzeros=200)": _measure(
-        lambda: jax.block_until_ready(rproxjax.sparse_pca(data, 10, nonzeros=200).components))}
+        lambda: jax.block_until_ready(rproxjax.sparse_pca(data, 10, nonzeros=200).loadings))}
 
 
 def scenario_first_fit() -> dict:

@@ -204,7 +204,7 @@ def _clear():
 def _timed(fn):
     tic = time.perf_counter()
     out = fn()
-    jax.block_until_ready(out.components)
+    jax.block_until_ready(out.loadings)
     return out, time.perf_counter() - tic
 
 
@@ -214,7 +214,7 @@ def run_rproxjax(data, target):
     path, first = _timed(lambda: rproxjax.sparse_pca(data, R, nonzeros=target))
     compiles = _timing.compile_count()[0] - before[0]
     _, second = _timed(lambda: rproxjax.sparse_pca(data, R, nonzeros=target))
-    m = loadings_metrics(np.asarray(path.components), data)
+    m = loadings_metrics(np.asarray(path.loadings), data)
     mu, support = float(path.mu), path.settings["support"]
     print(f"    rproxjax nonzeros={target}: mu {mu:.4g} ({support}), {m['nonzeros_normalized']} "
           f"nnz, adj {m['adjusted_variance']:.4f}, first {first:.1f} s ({compiles} compiles), "
@@ -225,12 +225,12 @@ def run_rproxjax(data, target):
     mu = float(rproxjax.sparse_pca(data, R, nonzeros=target, refit=False).mu)
     single, s_first = _timed(lambda: rproxjax.sparse_pca(data, R, mu=mu))
     _, s_second = _timed(lambda: rproxjax.sparse_pca(data, R, mu=mu))
-    ms = loadings_metrics(np.asarray(single.components), data)
+    ms = loadings_metrics(np.asarray(single.loadings), data)
     print(f"    rproxjax mu={mu:.4g}: {ms['nonzeros_normalized']} nnz, adj "
           f"{ms['adjusted_variance']:.4f}, first {s_first:.2f} s, second {s_second:.2f} s",
           flush=True)
     model, m_time = _timed(lambda: rproxjax.sparse_pca(data, R, mu=mu, refit=False))
-    mm_ = loadings_metrics(np.asarray(model.components), data)
+    mm_ = loadings_metrics(np.asarray(model.loadings), data)
     print(f"    rproxjax mu={mu:.4g}, refit=False: {mm_['nonzeros_normalized']} nnz, adj "
           f"{mm_['adjusted_variance']:.4f}, {m_time:.2f} s", flush=True)
     return {

@@ -281,9 +281,9 @@ def step_variants(ssn):
         "subgrad": ("subgrad", ssn), "grad": ("grad", ssn), "sgd": ("sgd", ssn),
         "sgd_rtol0": ("sgd", ssn.replace(rtol=0.0)),
         "sgd_ms0": ("sgd", ssn.replace(max_steps=0)),
-        "sgd_ref": ("sgd", ssn.replace(method="reference")),
-        "sgd_secant": ("sgd", ssn.replace(method="secant")),
-        "sgd_adaptive": ("sgd", ssn.replace(method="adaptive")),
+        "sgd_ref": ("sgd", ssn.replace(rule="reference")),
+        "sgd_secant": ("sgd", ssn.replace(rule="secant")),
+        "sgd_adaptive": ("sgd", ssn.replace(rule="adaptive")),
         "sarah": ("sarah", ssn), "sarah2": ("sarah2", ssn),
     }
 

@@ -4,7 +4,7 @@ The 64 subproblems of ``experiments/data/subproblems_mnist.npz`` (R-ProxSGD and 
 r = 10 and 15, mu in {0.05, 0.2, 0.4, 0.8}, t = 0.1) are solved by ``rproxjax.tangent_prox``
 from the warm starts the file holds:
 
-* "before": the reference rule (``method="reference"``) from the previous multiplier
+* "before": the reference rule (``rule="reference"``) from the previous multiplier
   ``lam_prev``, with the linear solver the library then chose (dense below r = 15, CG from
   15; "auto" is now dense up to r = 15): the
   library as it was;
@@ -16,7 +16,7 @@ from the warm starts the file holds:
   warm start, Lambda_0 = sym(X^T G) / 2 + ``lam_s`` (the previous solution's subgradient of h
   at this X; ``tangent_prox(..., subgradient=)`` in the optimizers);
 * "secant, dense, shifted steps, ...": the secant rule with its tight path steps turned off
-  (``SSN(path_steps=False)``): the secant shift and exact line search in every step, the
+  (``SSN(rule=Secant(path=None))``): the secant shift and exact line search in every step, the
   default rule's tight steps before path steps.
 
 Every solve's settings are one ``rproxjax.SSN`` value (method, linear solver, tolerances,
@@ -94,7 +94,7 @@ def tight_references(r):
     """Each float64 instance's solution to ||E|| <= 1e-13 (secant rule from the optimizers'
     warm start, at most 500 steps; every one must converge): the reference of the accuracy
     columns."""
-    ssn = rproxjax.SSN(tol=REFERENCE_TOL, method="secant", linear_solver="dense", max_steps=500)
+    ssn = rproxjax.SSN(tol=REFERENCE_TOL, rule="secant", linear_solver="dense", max_steps=500)
     solve = solver(ssn, "lam_s")
     refs = []
     for inst in load_subproblems(r, np.float64):
@@ -129,8 +129,9 @@ def measure(instances, name, dtype, stopping, repeats, refs):
         tol, rtol = (1e-8 if dtype == "float64" else None), 0.0
     if linear_solver == "before":  # the library's former "auto": CG from r = 15
         linear_solver = "cg" if instances[0]["x"].shape[1] >= 15 else "dense"
-    ssn = rproxjax.SSN(tol=tol, rtol=rtol, method=method, linear_solver=linear_solver,
-                       path_steps=path_steps)
+    rule = rproxjax.Secant(path=None if not path_steps else rproxjax.PathSteps()) if (
+        method == "secant") else method
+    ssn = rproxjax.SSN(tol=tol, rtol=rtol, rule=rule, linear_solver=linear_solver)
     return _measure(solver(ssn, warm), instances, warm, dtype, repeats, refs)
 
 
