@@ -40,9 +40,8 @@ def _pair_products(a, b, basis):
     """a[:, rows] * b[:, cols] (d x m) for the basis pairs (j, l) = (rows[p], cols[p]).
 
     The pairs of :func:`rproxjax._ssn.linear.sym_basis` (np.triu_indices order) are formed from
-    r static column slices: XLA's CPU gather with these constant indices is slower
-    (``benchmarks/profile_step.py`` times the K tensor of a Newton step both ways). Other
-    orders gather.
+    r static column slices, which XLA's CPU backend runs faster than a gather with these
+    constant indices. Other orders gather.
     """
     rows, cols, _ = basis
     r = a.shape[-1]
