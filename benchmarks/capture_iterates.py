@@ -11,7 +11,9 @@
 
 and saves every array. ``--compare OLD.npz`` then reports the arrays that differ in any bit
 (and exits 1 when one does). Run it on the old checkout, then on the new one. The kernel's
-settings are built through ``rproxjax.SSN``'s flat keywords where both versions accept them.
+settings are built through ``rproxjax.SSN``'s flat keywords where both versions accept them,
+and ``fit`` records the loss through ``recording=rproxjax.Recording(loss=True)``, or on a
+checkout without the option groups, its former ``record_loss=True``.
 """
 
 from __future__ import annotations
@@ -43,6 +45,18 @@ def _ssn(**kw):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         return rp.SSN(**kw)
+
+
+def _fit_recording_loss(*args, **kw):
+    """``rp.fit(*args, **kw)`` recording the loss: grouped where this checkout has
+    ``rp.Recording``, else (an older checkout) by the former flat keyword."""
+    if hasattr(rp, "Recording"):
+        try:
+            return rp.fit(*args, recording=rp.Recording(loss=True), **kw)
+        except TypeError as err:
+            if "recording" not in str(err):
+                raise
+    return rp.fit(*args, record_loss=True, **kw)
 
 
 def _leaves(prefix, tree, out):
@@ -101,8 +115,8 @@ def optimizers(out):
         }
         for name, opt in named.items():
             b = None if name == "manpg" else 40
-            res = rp.fit(opt, loss, x0, a, key=jax.random.key(0), batch_size=b, num_steps=30,
-                         record_loss=True)
+            res = _fit_recording_loss(opt, loss, x0, a, key=jax.random.key(0), batch_size=b,
+                                      num_steps=30)
             _leaves(f"fit/{np.dtype(dtype).name}/{name}", (res.params, res.history), out)
 
 

@@ -157,7 +157,8 @@ def run(n=20000, r=10, mu=0.2, budget=4.0, q=100, batch_size=100, seed=0, out_di
         epochs, steps = _schedule(spb, n, budget, q, batch_size)
         start = time.perf_counter()
         res = rproxjax.fit(opt, problems.spca_loss, x0, data, key=jax.random.key(seed + 1),
-                           batch_size=batch_size, num_epochs=epochs, steps_per_epoch=steps)
+                           batch_size=batch_size, num_epochs=epochs,
+                           sampling=rproxjax.Sampling(steps_per_epoch=steps))
         results[name] = _summary(res, data_np, total_var, time.perf_counter() - start)
     _print_table(results, d * r)
     if plot:

@@ -82,12 +82,13 @@ class History(NamedTuple):
         the state, so no run ends silently off the manifold; ``fit(throw=True)``
         raises.
       refresh: True at the estimators' large-batch (refresh) steps.
-      variance: ||V_t - grad f(X_t)||_F^2 (Euclidean), if ``record_variance``,
+      variance: ||V_t - grad f(X_t)||_F^2 (Euclidean), with ``Recording(variance=True)``,
         else None. Its normal component is minibatch noise the step never uses.
       riemannian_variance: ||P_{X_t}(V_t - grad f(X_t))||_F^2, the variance of the
         Riemannian gradient estimate (each block's tangent projection at X_t, the
-        part of V_t the proximal step sees), if ``record_variance``, else None.
-      loss: F(X_{t+1}) = f + h after each step, if ``record_loss``, else None
+        part of V_t the proximal step sees), with ``Recording(variance=True)``, else
+        None.
+      loss: F(X_{t+1}) = f + h after each step, with ``Recording(loss=True)``, else None
         (f over the whole data set in finite-sum mode, over the current
         minibatch in online mode).
 
@@ -97,7 +98,8 @@ class History(NamedTuple):
         >>> x0 = rproxjax.stiefel.random_point(jax.random.key(1), 8, 2)
         >>> opt = rproxjax.r_prox_sgd(0.1, 0.5, rproxjax.l1(0.05))
         >>> res = rproxjax.fit(opt, rproxjax.problems.spca_loss, x0, z, key=jax.random.key(2),
-        ...                    batch_size=16, num_epochs=2, record_loss=True)
+        ...                    batch_size=16, num_epochs=2,
+        ...                    recording=rproxjax.Recording(loss=True))
         >>> h = res.history
         >>> h.zeta_norm.shape, h.loss.shape, h.variance is None, bool(h.halted.any())
         ((8,), (8,), True, False)

@@ -30,6 +30,7 @@ from rproxjax._optimizers import inverse_sqrt_schedule, r_prox_sgd, r_prox_spb, 
 from rproxjax._regularizers import l1
 from rproxjax._run.fit import FitResult, pure_fit
 from rproxjax._run.monitor import RelayHub, check_progress
+from rproxjax._run.options import Recording, Sampling
 from rproxjax._tasks import rmc_alternating as _alt
 from rproxjax._typing import Array, ArrayLike, DTypeLike, PRNGKey
 
@@ -295,8 +296,8 @@ def spb_blocks(nnz: int, budget: float, batch_fraction: float, q: int) -> tuple[
 
 
 def _setup(method, nnz, *, budget, batch_fraction, q, gamma, eta, scale, u_scale):
-    """(optimizer, fit keyword arguments): ``method_setup`` of ``experiments/_rmc.py`` with
-    traced eta, S scale (times |Omega|), U scale and gamma."""
+    """(optimizer, fit keyword arguments, its ``sampling=`` among them): ``method_setup`` of
+    ``experiments/_rmc.py`` with traced eta, S scale (times |Omega|), U scale and gamma."""
     blocks = {"U": Grassmann(step_scale=u_scale),
               "S": Euclidean(l1(gamma), step_scale=scale)}
     batch = max(1, int(batch_fraction * nnz))  # rounded down: never over the budget
@@ -305,7 +306,7 @@ def _setup(method, nnz, *, budget, batch_fraction, q, gamma, eta, scale, u_scale
         opt = r_prox_spb(eta, 1.0 / nnz, blocks=blocks, q=q)
         # every block in one epoch: one permutation, disjoint minibatches (the experiment's
         # choice; a block per epoch gave a much worse F)
-        kw = dict(num_epochs=1, steps_per_epoch=num_blocks * q)
+        epochs, steps = 1, num_blocks * q
     else:
         steps = max(1, int(round(1.0 / batch_fraction)))  # one pass over Omega
         if method == "r_prox_sgd":
@@ -313,8 +314,9 @@ def _setup(method, nnz, *, budget, batch_fraction, q, gamma, eta, scale, u_scale
                                       blocks=blocks)
         else:
             opt = r_subgrad(inverse_sqrt_schedule(eta / nnz), blocks=blocks)
-        kw = dict(num_epochs=max(1, int(round(budget))), steps_per_epoch=steps)
-    return opt, dict(batch_size=batch, batched_loss=True, chunk_size=nnz, **kw)
+        epochs = max(1, int(round(budget)))
+    return opt, dict(batch_size=batch, num_epochs=epochs, batched_loss=True,
+                     sampling=Sampling(steps_per_epoch=steps, chunk_size=nnz))
 
 
 @functools.lru_cache(maxsize=1)
@@ -337,8 +339,8 @@ def _solve(eta, scale, u_scale, gamma, rows, cols, values, lam, u0, key, relay=N
                      gamma=gamma, eta=eta, scale=scale, u_scale=u_scale)
     params = {"U": u0, "S": jnp.zeros(nnz, u0.dtype)}
     res = pure_fit(opt, lambda p, b: problems.rmc_batch_loss(p, b, prob), params,
-                            jnp.arange(nnz), key=key, record_loss=record_loss, **kw,
-                            callback=relay if progress else None)
+                   jnp.arange(nnz), key=key, **kw,
+                   recording=Recording(loss=record_loss, callback=relay if progress else None))
     u, s = res.params["U"], res.params["S"]
     v = problems.rmc_v(u, s, prob)
     low_rank = mm(u, v)

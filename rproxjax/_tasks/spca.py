@@ -30,6 +30,7 @@ from rproxjax._results import Status
 from rproxjax._run import compile as _run_compile
 from rproxjax._run.fit import FitResult, pure_fit
 from rproxjax._run.monitor import RelayHub, Stages, check_progress
+from rproxjax._run.options import Recording
 from rproxjax._ssn.config import SSN
 from rproxjax._tasks.refit import refit_best, refit_on_support
 from rproxjax._typing import Array, ArrayLike, DTypeLike
@@ -322,7 +323,7 @@ def _make_run(method, kw, q, ssn, progress=False):
     def run(mu, eta, gamma, x0, data, key, relay=None):
         opt = _optimizer(method, mu, eta, gamma, q, ssn)
         res = pure_fit(opt, spca_loss, x0, data, key=key, **kw,
-                       callback=relay if progress else None)
+                       recording=Recording(callback=relay if progress else None))
         return res, _metrics(res.params, data)
 
     return run
