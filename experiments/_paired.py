@@ -206,9 +206,9 @@ def describe(c: dict, unit: str, a: str = "a", b: str = "b") -> str:
     if not np.isfinite(e["mean"]):
         return f"no grid after the burn-in at {c['burn_in']:.3g} {unit}"
     ci = (f"[{e['low']:+.3g}, {e['high']:+.3g}]" if np.isfinite(e["low"]) else "[n/a]")
-    cross = "none" if c.get("crossover") is None else f"{c['crossover']:.3g} {unit}"
+    cross = ("no crossover" if c.get("crossover") is None else
+             f"{a} leads on every seed from {c['crossover']:.3g} {unit}")
     where = (f" at {c['end_x']:.3g} {unit}" if "end_x" in c else "")
     return (f"F({b}) - F({a}){where}: {e['mean']:+.3g} {ci} ({c['level']:.0%} t, sd "
-            f"{e['sd']:.2g}); {a} leads on every seed from {cross}; on every seed on "
-            f"{lead['every']:.0%} of the grid, on the mean on {lead['mean']:.0%} ({b} on "
-            f"{lead['mean_b']:.0%})")
+            f"{e['sd']:.2g}); {cross}; {a} leads on every seed on {lead['every']:.0%} of "
+            f"the grid, on the mean on {lead['mean']:.0%} ({b} on {lead['mean_b']:.0%})")
