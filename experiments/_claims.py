@@ -1,4 +1,9 @@
-"""Claims checked on the data, and how they are counted.
+"""Claims checked on the data, and how they are counted: v3's accounting.
+
+The paper's claims are now tested one by one with the paired rule of
+:mod:`experiments._paired` (:mod:`experiments._paper_claims`); this module's rule (a win by
+more than the unpaired seed spread) still counts the project's own checks, and gives the
+v3 verdict the report shows beside each paper claim's present one.
 
 Every claim is a dictionary ``{"claim", "kind", "quote", "key", "per_seed", "wins", "ties",
 "losses", "seeds", "pass", "foregone", "numbers"}``:

@@ -1,4 +1,6 @@
-"""How claims are counted: a win needs a margin above the seed spread (else a tie),
+"""v3's accounting (experiments/_claims.py; the project's checks and the v3 column of the
+report; the paper's claims use experiments/_paired.py, tests/test_paired.py): a win needs a
+margin above the seed spread (else a tie),
 "consistently" holds at every point after the first pass, a claim with fewer wins than
 seeds is mixed and never a pass, foregone comparisons are counted apart, no comparison is
 counted twice, and the paper's settings are reported apart from the project's panels."""

@@ -301,7 +301,7 @@ def test_report_names_results_of_an_earlier_protocol(tiny_results, tmp_path):
     (old_row,) = [line for line in text.splitlines()
                   if line.startswith("| `spca-fashion-r10` |")]
     assert "an earlier protocol" in old_row
-    assert "(a) The paper's claims" in text.split("## spca-mnist-r10")[1].split("## ")[0]
+    assert "The paper's claims in this file" in text.split("## spca-mnist-r10")[1].split("## ")[0]
     assert "Not run yet" in text.split("## spca-mnist-r15")[1].split("## ")[0]
     # the outcome table: a fresh run names its solver settings as the present defaults; a
     # file without recorded settings is stale

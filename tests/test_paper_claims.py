@@ -189,3 +189,30 @@ def test_tuning_flags(mnist_r15):
         assert r["step"] == pytest.approx(r["eta"] * (r["gamma"] or 1.0))
     est = _tuning_report.refine_estimate(result)
     assert 0 < est["low"] < est["high"]
+
+
+def test_the_report_quotes_the_rule_and_counts_the_rows(tmp_path):
+    """results/README.md (generated) quotes the rule, lists every claim, and its outcome
+    table counts each file's counted rows."""
+    import shutil
+
+    from experiments import _paper_report
+    from experiments._report import paper_rows, summarize, write_report
+
+    committed = sorted(RESULTS.glob("*.json"))
+    if not committed:
+        pytest.skip("no committed results (an installed copy)")
+    for path in committed:
+        shutil.copy(path, tmp_path / path.name)
+    text = write_report(tmp_path).read_text()
+    assert _paired.RULE in text
+    claims = text.split("### The paper's claims")[1].split("###")[0]
+    assert all(f"| {c['id']} |" in claims for c in CLAIMS)
+    result = json.loads((RESULTS / "spca-mnist-r10.json").read_text())
+    result["summary"] = summarize(result)
+    rows = paper_rows("spca-mnist-r10", result)
+    (line,) = [x for x in text.splitlines() if x.startswith("| `spca-mnist-r10` |")]
+    assert f"| {_paper_report.count_text(_paper_report.tally(rows))} |" in line
+    table = text.split("### Every paper claim: v3 and v4")[1].split("###")[0]
+    listed = [x for x in table.splitlines() if x.startswith("| spca-mnist-r10 |")]
+    assert len(listed) == sum(r["kind"] == "paper" for r in rows)
