@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from experiments._style import COLORS, STAND_INS, figure
+from experiments._style import COLORS, LEGEND, STAND_INS, SUPTITLE, axes_text, figure
 
 OURS = "R-ProxSPB"
 
@@ -142,7 +142,7 @@ def figures(result: dict) -> dict:
     over seeds of each penalty (a line per SPAMS lambda2) and the single-point comparison
     (stars)."""
     cfg, s = result["config"], result["summary"]
-    fig = figure(figsize=(11, 4.2))
+    fig = figure(figsize=(12, 4.9), layout="constrained")
     axes = fig.subplots(1, 2)
     metrics = ("explained_variance", "adjusted_variance")
     for method in (OURS, "SPAMS", "MiniBatchSparsePCA"):
@@ -161,21 +161,22 @@ def figures(result: dict) -> dict:
         for ax, metric in zip(axes, metrics, strict=True):
             ax.scatter([r["nonzeros_normalized"] for r in rows], [r[metric] for r in rows],
                        s=8, alpha=0.35, color=COLORS[method])
-    for e in s["single_point"]:
+    # stars that coincide (the methods' single points can) nest: each smaller than the last
+    for k, e in enumerate(s["single_point"]):
         for ax, metric in zip(axes, metrics, strict=True):
             ax.scatter([np.median(e["nonzeros_normalized"])], [np.median(e[metric])],
-                       marker="*", s=160, color=COLORS[e["method"]], edgecolor="k", zorder=5)
+                       marker="*", s=360 / (1 + 1.2 * k), color=COLORS[e["method"]],
+                       edgecolor="k", linewidth=0.8, zorder=5 + k)
     total = result["units"]["setup"]["d"] * cfg["r"]
     for ax, title in zip(axes, ("explained variance tr(X^T A A^T X) / tr(X^T X) / ||A||_F^2",
                                 "adjusted variance (QR of A^T X, Zou et al. 2006)"), strict=True):
-        ax.set_xscale("log")
-        ax.set_xlabel(f"nonzeros of X (|X_ij| > 1e-3, unit columns; of {total})")
-        ax.set_title(title, fontsize=9)
-        ax.legend(fontsize=8)
+        ax.set_xscale("log")  # nonzeros: at least one per column, never 0
+        axes_text(ax, title=title, xlabel=f"nonzeros of X (|X_ij| > 1e-3, unit columns; of "
+                                          f"{total})")
+        ax.legend(fontsize=LEGEND)
     fig.suptitle(f"Sparse PCA loadings on {STAND_INS[cfg['dataset']]}, r = {cfg['r']}, "
                  f"{len(s['seeds'])} seeds (dots: runs; lines: medians); batch "
                  f"{cfg['batch_size']}\nevery method within R-ProxSPB's sample budget "
                  "(MiniBatchSparsePCA's PCA warm start counted in it); stars: the single-point "
-                 "comparison (medians over seeds)", fontsize=8)
-    fig.tight_layout()
+                 "comparison (medians over seeds)", fontsize=SUPTITLE - 1)
     return {"": fig}

@@ -64,6 +64,13 @@ def _spca(result) -> list[str]:
              "marked degenerate where R-ProxSPB's final iterates keep one entry above 1e-3 per "
              "column (median over seeds).", "",
              f"![{result['name']}]({result['name']}.png)", "",
+             "The paired differences that decide the verdicts: each method's loss minus "
+             "R-Subgrad-1's, seed by seed after the burn-in, with the end-of-budget t "
+             "intervals:", "",
+             f"![{result['name']}-paired]({result['name']}-paired.png)", "",
+             "The gradient estimate's error against the iteration (tangent part, Euclidean "
+             "total, normal part):", "",
+             f"![{result['name']}-variance]({result['name']}-variance.png)", "",
              "Medians over the seeds, with [min, max]:", "",
              "| panel | method | eta | gamma | loss F | nonzeros | exact zeros | expl. var. | "
              "stationarity | time (s) | IFO/n | mean SSN steps |",

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from experiments._style import VIDEO, figure
+from experiments import _panels
+from experiments._style import COLORS, LEGEND, SUPTITLE, TITLE, VIDEO, axes_text, figure
 
 METHODS = ("R-ProxSPB", "R-ProxSGD", "R-Subgrad")
+#: The paired panels draw the error's differences in units of 1e-3.
+ERROR_SCALE = 1e3
 
 
 def _band(b: dict, spec: str) -> str:
@@ -87,7 +90,8 @@ def chosen_gap(summary) -> str:
     return (f"R-ProxSGD and R-Subgrad chose {'the same step' if same else 'different steps'} "
             f"on the tuning seeds; at the end of the budget R-ProxSGD's F is "
             f"{_band(final['F'], '+.2f')}% and its error {_band(final['error'], '+.2f')}% "
-            "relative to R-Subgrad's, paired by seed (the figure's right panel).")
+            "relative to R-Subgrad's, paired by seed (median [min, max] over the seeds; the "
+            "figure's paired panels show the absolute differences with their t intervals).")
 
 
 def gap_against_grid(grid, seeds, f0) -> str:
@@ -111,33 +115,34 @@ def gap_against_grid(grid, seeds, f0) -> str:
 
 def figures(result: dict) -> dict:
     """Top: original frame, observed frame, temporal median, each method's background
-    (first seed). Bottom: F and the background error against IFO / |Omega|, median and
-    band (min to max) over the reported seeds, with the converged reference; R-ProxSGD's
-    relative gap to R-Subgrad in both, paired by seed. Below each: its last pass, on a
-    linear axis around the final values."""
-    panels = _image_panels(result)
-    fig = figure(figsize=(2.6 * len(panels), 9.2))
-    grid = fig.add_gridspec(3, len(panels), height_ratios=(1.0, 1.25, 1.0))
-    for i, (title, img) in enumerate(panels):
-        ax = fig.add_subplot(grid[0, i])
+    (first seed). Middle: F and the background error against IFO / |Omega| (median and
+    [min, max] band over the reported seeds, with the converged reference), then each
+    method minus R-Subgrad in F and in the error, seed by seed after the burn-in of the
+    verdicts (one R-ProxSPB block): mean and pointwise t interval. Bottom: each middle panel
+    at the end of the budget on a linear axis, the paired ones with the end-of-budget t
+    intervals that decide the verdicts."""
+    images = _image_panels(result)
+    fig = figure(figsize=(16.5, 11.0), layout="constrained")
+    grid = fig.add_gridspec(3, 12, height_ratios=(0.62, 1.2, 1.2))
+    for i, (title, img) in enumerate(images):
+        ax = fig.add_subplot(grid[0, 2 * i:2 * i + 2])
         img = np.asarray(img, dtype=float).reshape(tuple(result["units"]["images"]["shape"]))
         ax.imshow(np.where(np.isfinite(img), img, 0.0), cmap="gray", vmin=0, vmax=1)
-        ax.set_title(title, fontsize=8)
+        ax.set_title(title, fontsize=TITLE)
         ax.axis("off")
-    third = len(panels) // 3
-    axes = []
+    middle = [fig.add_subplot(grid[1, 3 * i:3 * i + 3]) for i in range(4)]
+    bottom = [fig.add_subplot(grid[2, 3 * i:3 * i + 3]) for i in range(4)]
+    summary = result["summary"]
     for i, (field, label) in enumerate((("F", "objective F"),
                                         ("error", "background error vs temporal median"))):
-        axes.append(fig.add_subplot(grid[1, i * third:(i + 1) * third]))
-        _curve_axes(axes[-1], result["summary"], field, label)
-    axes.append(fig.add_subplot(grid[1, 2 * third:]))
-    _gap_axes(axes[-1], result["summary"]["paired_gap"])
-    for i, ax in enumerate(axes):  # below each: its last pass, on a linear axis
-        _last_pass(ax, fig.add_subplot(grid[2, i * third:(i + 1) * third]))
+        _curve_axes(middle[i], summary, field, label)
+        _last_pass(bottom[i], summary, field, label)
+    burn, paired = _paired_curves(result)
+    for i, field in enumerate(("F", "error")):
+        _paired_axes(middle[2 + i], bottom[2 + i], paired[field], burn, field)
     fig.suptitle(f"Background estimation, {VIDEO}; budget {result['config']['budget']:g} "
-                 f"|Omega| stochastic gradients; {len(result['summary']['seeds'])} seeds",
-                 fontsize=9)
-    fig.tight_layout()
+                 f"|Omega| stochastic gradients; seeds {list(summary['seeds'])}",
+                 fontsize=SUPTITLE)
     return {"": fig}
 
 
@@ -155,65 +160,103 @@ def _image_panels(result) -> list:
 
 
 def _curve_axes(ax, summary, field, label):
-    """One quantity against IFO / |Omega|: each method's median and band, and the converged
-    reference's median (dashed) and band over seeds."""
+    """One quantity against IFO / |Omega|: each method's median and [min, max] band, and
+    the converged reference's median (dashed) and band over seeds; a log axis (every value
+    is positive)."""
     for method in METHODS:
         curve = summary["curves"][method]
         x = np.asarray(curve["ifo_over_nnz"], float)
-        line, = ax.plot(x, curve[field]["median"], marker="o", ms=3, label=method)
-        ax.fill_between(x, curve[field]["low"], curve[field]["high"], color=line.get_color(),
-                        alpha=0.25)
+        ax.plot(x, curve[field]["median"], marker="o", ms=3, color=COLORS[method],
+                label=method)
+        ax.fill_between(x, curve[field]["low"], curve[field]["high"], color=COLORS[method],
+                        alpha=0.25, linewidth=0)
     ref = summary["reference"][field]
     ax.axhline(float(ref["median"]), color="k", ls="--", lw=1, label="converged reference")
     ax.axhspan(float(ref["low"]), float(ref["high"]), color="k", alpha=0.1)
     ax.set_yscale("log")
-    ax.set_xlabel("IFO / |Omega|")
-    ax.set_ylabel(label)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    axes_text(ax, title=f"{label.split(' vs ')[0]}: median, [min, max] over seeds",
+              xlabel="IFO / |Omega|", ylabel=label)
+    ax.legend(fontsize=LEGEND)
 
 
-def _last_pass(ax, zoom):
-    """``ax``'s curves and bands over the last pass (IFO / |Omega| from the budget less 1) on
-    a linear axis whose range is set by where they end: the end-of-budget differences that
-    decide the verdicts, which the whole run's range hides."""
-    curves = [ln for ln in ax.get_lines() if len(ln.get_xdata()) > 2]
-    end = max(float(np.max(ln.get_xdata())) for ln in curves)
+def _last_pass(ax, summary, field, label):
+    """The curves and bands of :func:`_curve_axes` over the last pass (IFO / |Omega| from the
+    budget less 1), on a linear axis around their final values: the end-of-budget
+    differences, which the whole run's range hides."""
+    end = max(float(summary["curves"][m]["ifo_over_nnz"][-1]) for m in METHODS)
     start = end - 1.0 - 1e-9
     finals = []
-    for band, line in zip(ax.collections, curves, strict=True):
-        x, y = (np.asarray(a, float) for a in (line.get_xdata(), line.get_ydata()))
-        zoom.plot(x[x >= start], y[x >= start], marker="o", ms=3, color=line.get_color(),
-                  label=line.get_label())
-        edge = band.get_paths()[0].vertices
-        edge = edge[edge[:, 0] >= start]
-        zoom.fill(edge[:, 0], edge[:, 1], color=line.get_color(), alpha=0.25, lw=0)
-        finals += [y[-1], *edge[np.isclose(edge[:, 0], x[-1]), 1]]
+    for method in METHODS:
+        curve = summary["curves"][method]
+        x = np.asarray(curve["ifo_over_nnz"], float)
+        keep = x >= start
+        med, low, high = (np.asarray(curve[field][k], float)
+                          for k in ("median", "low", "high"))
+        ax.plot(x[keep], med[keep], marker="o", ms=3, color=COLORS[method], label=method)
+        ax.fill_between(x[keep], low[keep], high[keep], color=COLORS[method], alpha=0.25,
+                        linewidth=0)
+        finals += [med[-1], low[-1], high[-1]]
     low, high = min(finals), max(finals)
     pad = 0.5 * (high - low) or 0.01 * abs(high) or 1.0
-    zoom.set_ylim(low - pad, high + pad)
-    zoom.set_xlim(end - 1.0, end)
-    if low - pad < 0.0 < high + pad:
-        zoom.axhline(0.0, color="k", lw=0.8)
-    zoom.set_xlabel("IFO / |Omega| (the last pass; linear axis around the final values)")
-    zoom.set_title(f"{ax.get_ylabel()}: the end of the budget", fontsize=8)
-    zoom.grid(alpha=0.3)
-    zoom.legend(fontsize=7)
+    ax.set_ylim(low - pad, high + pad)
+    ax.set_xlim(end - 1.0, end)
+    axes_text(ax, title=f"{label.split(' vs ')[0]}: the end of the budget (linear)",
+              xlabel="IFO / |Omega| (the last pass)",
+              ylabel=f"{label.split(' vs ')[0]} (last pass)")
 
 
-def _gap_axes(ax, gap):
-    """(R-ProxSGD - R-Subgrad) / R-Subgrad of F and of the error, paired by seed: median and
-    band over seeds (below zero: R-ProxSGD lower)."""
-    x = np.asarray(gap["ifo_over_nnz"], float)
-    for field, label in (("F", "F"), ("error", "error")):
-        line, = ax.plot(x, 100 * np.asarray(gap[field]["median"]), marker="o", ms=3,
-                        label=label)
-        ax.fill_between(x, 100 * np.asarray(gap[field]["low"]),
-                        100 * np.asarray(gap[field]["high"]), color=line.get_color(),
-                        alpha=0.25)
-    ax.axhline(0.0, color="k", lw=0.8)
-    ax.set_xlabel("IFO / |Omega|")
-    ax.set_ylabel(f"({gap['method']} - {gap['against']}) / {gap['against']} (%)")
-    ax.set_title("paired by seed", fontsize=8)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+def _paired_curves(result):
+    """The burn-in of the verdicts (one R-ProxSPB block, in IFO / |Omega|) and, per field,
+    each method minus R-Subgrad seed by seed (:func:`experiments._panels.paired`)."""
+    from rproxjax._tasks.rmc import spb_blocks
+
+    cfg, units = result["config"], result["units"]
+    seeds = list(result["summary"]["seeds"])
+    nnz = units[f"setup/seed={cfg['seeds'][0]}"]["nnz"]
+    blocks, _ = spb_blocks(nnz, cfg["budget"], cfg["batch_fraction"], cfg["q"])
+    burn = cfg["budget"] / blocks
+    runs = {m: [units[f"run/{m}/seed={s}"] for s in seeds] for m in METHODS}
+    base = runs["R-Subgrad"]
+    out = {}
+    for field in ("F", "error"):
+        scale = ERROR_SCALE if field == "error" else 1.0
+        out[field] = {m: _panels.paired([r["ifo_curve"] for r in runs[m]],
+                                        [scale * np.asarray(r[f"{field}_curve"], float)
+                                         for r in runs[m]],
+                                        [r["ifo_curve"] for r in base],
+                                        [scale * np.asarray(r[f"{field}_curve"], float)
+                                         for r in base], burn)
+                      for m in METHODS if m != "R-Subgrad"}
+    return burn, out
+
+
+def _paired_axes(full, zoom, items, burn, field):
+    """Each method minus R-Subgrad after the burn-in (``full``), and the end of the budget
+    with the end-of-budget t intervals (``zoom``)."""
+    what = "F" if field == "F" else "error"
+    unit = "" if field == "F" else f" (x {1 / ERROR_SCALE:g})"
+    for m, p in items.items():
+        label = f"{m}: {_panels.end_text(p, '+.3g')}"
+        for ax in (full, zoom):
+            _panels.draw_paired(ax, p, COLORS[m], label=label if ax is zoom else None,
+                                seeds=True)
+            ax.axhline(0.0, color="k", linewidth=0.9)
+    drawn = [p for p in items.values() if p["x"].size]
+    ends = [p["end_x"] for p in drawn]
+    stop = max(ends) if ends else burn
+    full.set_xlim(0.0, stop * 1.02 if stop > 0 else 1.0)
+    _panels.set_range(full, *_panels.paired_limits(drawn))
+    _panels.mark_burn_in(full, burn, "burn-in: one\nR-ProxSPB block")
+    axes_text(full, title=f"{what}(method) - {what}(R-Subgrad), by seed",
+              xlabel="IFO / |Omega|", ylabel=f"{what} difference{unit}")
+    if drawn:  # the end of the budget: its range set by the end-of-budget intervals
+        start = burn + 0.5 * (min(ends) - burn)
+        zoom.set_xlim(start, stop)
+        low, high = _panels.paired_limits(drawn, stop)
+        _panels.set_range(zoom, low, high, pad=0.5)
+        _panels.end_bars(zoom, [(p, COLORS[m]) for m, p in items.items()], stop)
+    axes_text(zoom, title=f"{what} difference at the end; bars: t intervals",
+              xlabel="IFO / |Omega|", ylabel=f"{what} difference{unit}")
+    zoom.legend(fontsize=LEGEND, loc="upper center", bbox_to_anchor=(0.5, -0.2),
+                title="at the end: mean [95% t interval] verdict", title_fontsize=LEGEND,
+                frameon=False)
