@@ -81,7 +81,7 @@ def _program(cfg, shape, dtype):
         x0, key = _start(seed, d, cfg.r, dtype)
         res = rproxjax.pure_fit(_optimizer(cfg, eta, mu), problems.spca_loss, x0, data,
                                 key=key, batch_size=cfg.batch_size, num_epochs=_blocks(cfg),
-                                steps_per_epoch=cfg.q)
+                                sampling=rproxjax.Sampling(steps_per_epoch=cfg.q))
         return res.epoch_loss[-1], res.params, res.epoch_ifo[-1]
 
     return jax.jit(jax.vmap(one, (0, 0, 0, None)))
@@ -107,7 +107,8 @@ def _timed(cfg, data, eta, mu, seed) -> dict:
     x0, key = _start(seed, data.shape[1], cfg.r, data.dtype)
     start = time.perf_counter()
     res = rproxjax.fit(_optimizer(cfg, eta, mu), problems.spca_loss, x0, data, key=key,
-                       batch_size=cfg.batch_size, num_epochs=_blocks(cfg), steps_per_epoch=cfg.q)
+                       batch_size=cfg.batch_size, num_epochs=_blocks(cfg),
+                       sampling=rproxjax.Sampling(steps_per_epoch=cfg.q))
     x = np.asarray(jax.block_until_ready(res.params))
     wall = time.perf_counter() - start
     return {"method": OURS, "penalty": float(mu), "eta": float(eta), "seed": int(seed),

@@ -86,7 +86,8 @@ def relative_error(low_rank, background) -> float:
 
 
 def method_setup(method, eta, step_scale, nnz, cfg):
-    """(optimizer, fit keyword arguments) of ``method`` at the paper's budget."""
+    """(optimizer, fit keyword arguments, its ``sampling=`` among them) of ``method`` at the
+    paper's budget."""
     blocks = {"U": rproxjax.Grassmann(),
               "S": rproxjax.Euclidean(rproxjax.l1(cfg.reg_weight), step_scale=step_scale * nnz)}
     batch = max(1, int(cfg.batch_fraction * nnz))  # rounded down: never over the budget
@@ -97,7 +98,7 @@ def method_setup(method, eta, step_scale, nnz, cfg):
         # All blocks in one epoch: like the other methods' pass-long epochs, its minibatches
         # are then disjoint (one permutation). One epoch per block draws them independently
         # per block, which on this problem gave a much worse F (45 against 31 on a crop).
-        kw = dict(num_epochs=1, steps_per_epoch=num_blocks * cfg.q)
+        epochs, steps = 1, num_blocks * cfg.q
     else:
         epochs = max(1, int(round(cfg.budget)))
         if method == "R-ProxSGD":
@@ -106,8 +107,8 @@ def method_setup(method, eta, step_scale, nnz, cfg):
             opt = rproxjax.r_subgrad(rproxjax.inverse_sqrt_schedule(eta / nnz), blocks=blocks)
         else:
             raise ValueError(f"unknown method {method!r}; choose from {METHODS}.")
-        kw = dict(num_epochs=epochs, steps_per_epoch=steps)
-    return opt, dict(batch_size=batch, batched_loss=True, chunk_size=nnz, **kw)
+    return opt, dict(batch_size=batch, num_epochs=epochs, batched_loss=True,
+                     sampling=rproxjax.Sampling(steps_per_epoch=steps, chunk_size=nnz))
 
 
 def spb_blocks(nnz: int, cfg) -> tuple[int, int]:
@@ -136,8 +137,9 @@ def reference(prob, u0, cfg):
     params = {"U": u0, "S": jnp.zeros(nnz, u0.dtype)}
     res = rproxjax.fit(opt, lambda p, b: problems.rmc_batch_loss(p, b, prob), params,
                        jnp.arange(nnz), key=jax.random.key(0), batch_size=nnz, num_epochs=2,
-                       steps_per_epoch=max(1, cfg.reference_epochs // 2), batched_loss=True,
-                       chunk_size=nnz)
+                       batched_loss=True,
+                       sampling=rproxjax.Sampling(
+                           steps_per_epoch=max(1, cfg.reference_epochs // 2), chunk_size=nnz))
     return (float(res.epoch_loss[1]), float(res.epoch_loss[2]),
             problems.rmc_background(res.params, prob))
 
@@ -248,7 +250,7 @@ def curve_run(method, eta, step_scale, prob, u0, seed, cfg, median) -> dict:
     summed over Omega with V held at V_{U,S}, plus gamma ||S||_1: F less lam/2 ||V||_F^2)."""
     nnz = prob.values.shape[0]
     opt, kw = method_setup(method, eta, step_scale, nnz, cfg)
-    epochs, per_epoch = kw.pop("num_epochs"), kw.pop("steps_per_epoch")
+    epochs, per_epoch = kw.pop("num_epochs"), kw["sampling"].steps_per_epoch
 
     def loss(p, b):
         return problems.rmc_batch_loss(p, b, prob)
@@ -263,7 +265,7 @@ def curve_run(method, eta, step_scale, prob, u0, seed, cfg, median) -> dict:
     for _ in range(epochs):
         for t in cut_points(method, per_epoch, cfg):
             res = rproxjax.fit(opt, loss, params, jnp.arange(nnz), key=key, opt_state=state,
-                               initial_ifo=ifo, num_steps=t, steps_per_epoch=per_epoch, **kw)
+                               initial_ifo=ifo, num_steps=t, **kw)
             if not points:  # the start, with the runner's objective there
                 points.append(point(params, 0, float(res.epoch_loss[0])))
             points.append(point(res.params, int(res.epoch_ifo[-1]), float(res.epoch_loss[-1])))

@@ -107,20 +107,22 @@ def optimizer(method: str, eta, mu, cfg, *, lipschitz=None, gamma=None):
 
 
 def schedule(method: str, budget: float, n: int, cfg) -> dict:
-    """Steps per curve point and number of points for ``budget`` IFO/n."""
+    """Steps per curve point and number of points for ``budget`` IFO/n: ``fit``'s
+    ``batch_size``, ``num_epochs`` and ``sampling`` (its ``steps_per_epoch``)."""
     b = 1 if method == SINGLE_SAMPLE else cfg.batch_size
     if method in BLOCK_METHODS:
         blocks = max(1, math.floor(budget * n / block_cost(cfg.q, b, n) + 1e-9))
         if cfg.q % cfg.block_points:
             raise ValueError(f"block_points = {cfg.block_points} must divide q = {cfg.q}.")
-        return {"batch_size": b, "steps_per_epoch": cfg.block_points,
-                "num_epochs": blocks * (cfg.q // cfg.block_points)}
+        return {"batch_size": b, "num_epochs": blocks * (cfg.q // cfg.block_points),
+                "sampling": rproxjax.Sampling(steps_per_epoch=cfg.block_points)}
     if method == "ManPG":
-        return {"batch_size": n, "steps_per_epoch": 1, "num_epochs": max(1, round(budget))}
+        return {"batch_size": n, "num_epochs": max(1, round(budget)),
+                "sampling": rproxjax.Sampling(steps_per_epoch=1)}
     steps = max(1, math.ceil(budget * n / b))
     per_point = max(1, round(n / b / cfg.points_per_ifo))
-    return {"batch_size": b, "steps_per_epoch": per_point,
-            "num_epochs": max(1, round(steps / per_point))}
+    return {"batch_size": b, "num_epochs": max(1, round(steps / per_point)),
+            "sampling": rproxjax.Sampling(steps_per_epoch=per_point)}
 
 
 def _seed_keys(seed: int):
@@ -148,9 +150,9 @@ def _variance_run(method, eta, mu, cfg, data, seed, gamma):
     x0 = rproxjax.stiefel.random_point(_seed_keys(seed)[0], data.shape[1], cfg.r, data.dtype)
     opt = optimizer(method, eta, mu, cfg, gamma=gamma)
     res = rproxjax.fit(opt, problems.spca_loss, x0, data, key=_seed_keys(seed)[1],
-                       record_variance=True,
                        batch_size=cfg.batch_size, num_epochs=1,
-                       steps_per_epoch=cfg.variance_steps)
+                       sampling=rproxjax.Sampling(steps_per_epoch=cfg.variance_steps),
+                       recording=rproxjax.Recording(variance=True))
     return {"riemannian_variance": np.asarray(res.history.riemannian_variance),
             "variance": np.asarray(res.history.variance),
             "refresh": np.asarray(res.history.refresh)}

@@ -88,7 +88,8 @@ def _program(method, cfg, d, dtype, steps, optimizer, batch_size):
         x0 = rproxjax.stiefel.random_point(seed_key[0], d, cfg.r, dtype)
         opt = optimizer(method, eta, mu, cfg, gamma=gamma)
         res = rproxjax.pure_fit(opt, problems.spca_loss, x0, data, key=seed_key[1],
-                                batch_size=batch_size, num_epochs=1, steps_per_epoch=steps)
+                                batch_size=batch_size, num_epochs=1,
+                                sampling=rproxjax.Sampling(steps_per_epoch=steps))
         return res.epoch_loss[-1], res.epoch_ifo[-1]
 
     return jax.jit(jax.vmap(one, (0, 0, 0, None, None)))
@@ -224,8 +225,9 @@ def tune(method, cfg, data, mus, *, optimizer, schedule, seed_keys, gammas=None,
       data: the centred data, n x d.
       mus: the panels' l1 weights.
       optimizer: ``optimizer(method, eta, mu, cfg, gamma=)`` (arrays allowed).
-      schedule: ``schedule(method, budget, n, cfg)`` -> ``batch_size``, ``steps_per_epoch``,
-        ``num_epochs`` (the reported runs' schedule).
+      schedule: ``schedule(method, budget, n, cfg)`` -> ``batch_size``, ``num_epochs`` and
+        ``sampling`` (a :class:`rproxjax.Sampling` with ``steps_per_epoch``): the reported
+        runs' schedule.
       seed_keys: one stacked (X0 key, sampling key) per tuning seed.
       gammas: the gamma axis (default ``cfg.tuning_gammas`` for the proximal methods,
         tuned; a single value is held fixed).
@@ -250,7 +252,7 @@ def tune(method, cfg, data, mus, *, optimizer, schedule, seed_keys, gammas=None,
     budget = schedule(method, cfg.budget, n, cfg)
     screen_budget = max(cfg.grid_budget, _block_ifo(method, cfg, n))
     screen = schedule(method, screen_budget, n, cfg)
-    steps = {name: s["steps_per_epoch"] * s["num_epochs"]
+    steps = {name: s["sampling"].steps_per_epoch * s["num_epochs"]
              for name, s in (("screen", screen), ("budget", budget))}
     # where the screen runs at the budget, one evaluator's runs serve both stages (recorded
     # as "budget")
