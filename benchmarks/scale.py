@@ -21,7 +21,7 @@ Part (a), per-step cost at mu = 0.2: for R-Subgrad (``r_subgrad(inverse_sqrt_sch
 l1(mu))``), R-ProxSGD (``r_prox_sgd(inverse_sqrt_schedule(1), 0.1, l1(mu))``) and R-ProxSPB
 (``r_prox_spb(1.0, 0.1, l1(mu), q=S)``: one block of a full-gradient refresh over n and
 S - 1 SARAH steps, so its time is amortized), ``jax.jit`` of ``rproxjax.pure_fit`` for S
-steps (one epoch of ``steps_per_epoch=S``) from a given point and optimizer state. Each is
+steps (one epoch of ``Sampling(steps_per_epoch=S)``) from a given point and optimizer state. Each is
 compiled, run once from X0 (warm-up: the subproblems are then warm-started, X is sparse),
 then timed from the warmed-up point and state ``--repeats`` times in round-robin with the
 other methods; time per step = median / S, ratio = method / R-Subgrad of the same rounds.
@@ -184,7 +184,8 @@ def prepare_size(size, dtype, args):
     def method_fn(opt):
         def fn(x, state, k, data):  # the data an argument, not a compiled-in constant
             return rproxjax.pure_fit(opt, spca_loss, x, data, key=k, batch_size=b,
-                                     num_epochs=1, steps_per_epoch=steps, opt_state=state)
+                                     num_epochs=1, opt_state=state,
+                                     sampling=rproxjax.Sampling(steps_per_epoch=steps))
         return jax.jit(fn)
 
     label = (dtype, size)
@@ -198,7 +199,8 @@ def prepare_size(size, dtype, args):
         def run(mu, data, x0, k):
             opt = make_opt("sgd", mu, steps)
             return rproxjax.pure_fit(opt, spca_loss, x0, data, key=k, batch_size=b,
-                                     num_epochs=1, steps_per_epoch=steps)
+                                     num_epochs=1,
+                                     sampling=rproxjax.Sampling(steps_per_epoch=steps))
         prep["single"] = (jax.jit(run), jnp.asarray(MU, dt))
         prep["jobs"].append(((*label, "single"), prep["single"][0],
                              (prep["single"][1], data, x0, key)))

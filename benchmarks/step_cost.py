@@ -28,9 +28,9 @@ other settings):
   update). These variants are timed from R-ProxSGD's warmed-up state.
 
 Part (a), per-step cost, for mu in {0.05, 0.2, 0.4, 0.8}: each method first
-runs 200 iterations from X0 with ``rproxjax.fit`` (``steps_per_epoch=200``,
-``num_epochs=1``; for R-ProxSPB two blocks of a refresh and q - 1 = 99 SARAH
-steps), so that X is sparse and the subproblem is warm-started as in a run.
+runs 200 iterations from X0 with ``rproxjax.fit`` (``num_epochs=1``,
+``sampling=Sampling(steps_per_epoch=200)``; for R-ProxSPB two blocks of a refresh
+and q - 1 = 99 SARAH steps), so that X is sparse and the subproblem is warm-started as in a run.
 Then a compiled ``lax.scan`` of T = 50 iterations of [minibatch gather +
 ``jax.grad`` of the mean per-sample loss + ``opt.update`` +
 ``optax.apply_updates``], with the same pre-drawn indices (a permutation, no
@@ -55,7 +55,7 @@ scan, averaged over the timed steps.
 
 Part (b), the sweep: ``run(mu, key, data)`` builds the optimizer inside and
 calls ``rproxjax.fit(opt, spca_loss, X0, data, key=key, batch_size=100,
-num_epochs=1, steps_per_epoch=200)`` (R-ProxSPB: q = 100, so two
+num_epochs=1, sampling=rproxjax.Sampling(steps_per_epoch=200))`` (R-ProxSPB: q = 100, so two
 blocks of a full-gradient refresh and 99 SARAH steps), returning the final
 params, optimizer state and per-step Newton steps (``history.ssn_steps``).
 The data set is an argument (``in_axes=None`` under vmap) rather than a
@@ -191,7 +191,7 @@ def run(method, ssn, mu, key, data, x0):
     """One whole ``fit`` run of WARMUP_STEPS steps (the sweep's unit and the warm-up)."""
     opt = make_opt(method, mu, ssn)
     res = rproxjax.pure_fit(opt, spca_loss, x0, data, key=key, batch_size=B, num_epochs=1,
-                            steps_per_epoch=WARMUP_STEPS)
+                            sampling=rproxjax.Sampling(steps_per_epoch=WARMUP_STEPS))
     return res.params, res.opt_state, res.history.ssn_steps, res.epoch_ifo[-1]
 
 

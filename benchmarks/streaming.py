@@ -7,13 +7,13 @@ Run from the repository root (about 3 minutes on 2 CPU cores)::
 
 Each length runs in a fresh Python process (so that its peak memory is its own):
 ``rproxjax.fit(r_prox_sgd(inverse_sqrt_schedule(1.0), 0.1, l1(0.1)), spca_loss, X0, stream,
-batch_size=1000, num_steps=samples / 1000, chunk_size=20000)`` over a generator of
-float32 minibatches (d = 784, a sparse spiked model plus noise drawn with NumPy batch by
-batch; nothing is kept), X0 = ``stiefel.random_point(key(0), 784, 10)`` in float32. Reported:
-the peak resident set size of the process (``ru_maxrss``) and its value just before the run
-(after imports, the data generator and one compiled warm-up run of 20 steps), the wall time
-of the run, and samples per second. Memory should not grow with the stream: the runner
-stacks ``chunk_size / batch_size`` = 20 batches at a time on the host, and the history
+batch_size=1000, num_steps=samples / 1000, sampling=Sampling(chunk_size=20000))`` over a
+generator of float32 minibatches (d = 784, a sparse spiked model plus noise drawn with NumPy
+batch by batch; nothing is kept), X0 = ``stiefel.random_point(key(0), 784, 10)`` in float32.
+Reported: the peak resident set size of the process (``ru_maxrss``) and its value just before
+the run (after imports, the data generator and one compiled warm-up run of 20 steps), the
+wall time of the run, and samples per second. Memory should not grow with the stream: the
+runner stacks ``chunk_size / batch_size`` = 20 batches at a time on the host, and the history
 (a few numbers per step) is the only thing that grows.
 """
 
@@ -57,7 +57,8 @@ def child(samples: int) -> dict:
 
     opt = rproxjax.r_prox_sgd(rproxjax.inverse_sqrt_schedule(1.0), 0.1, rproxjax.l1(0.1))
     x0 = rproxjax.stiefel.random_point(jax.random.key(0), D, R, np.float32)
-    kwargs = dict(key=jax.random.key(1), batch_size=B, chunk_size=CHUNK)
+    kwargs = dict(key=jax.random.key(1), batch_size=B,
+                  sampling=rproxjax.Sampling(chunk_size=CHUNK))
     rproxjax.fit(opt, spca_loss, x0, stream(), num_steps=CHUNK // B, **kwargs)  # compiles
     before = rss_mib()
     tic = time.perf_counter()
