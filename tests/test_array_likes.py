@@ -189,7 +189,7 @@ def test_num_steps_is_exact_and_a_prefix_of_the_longer_run(q, num_steps):
 
 def test_num_steps_in_segments_of_a_block():
     opt = rproxjax.r_prox_spb(0.1, 0.5, rproxjax.l1(0.05), q=4)
-    kw = dict(key=KEY, batch_size=20, steps_per_epoch=2)
+    kw = dict(key=KEY, batch_size=20, sampling=rproxjax.Sampling(steps_per_epoch=2))
     short = rproxjax.fit(opt, problems.spca_loss, X0, DATA, num_steps=7, **kw)
     long = rproxjax.fit(opt, problems.spca_loss, X0, DATA, num_steps=8, **kw)
     assert short.history.ifo.shape == (7,)

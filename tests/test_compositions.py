@@ -202,7 +202,8 @@ def test_named_optimizers_and_their_documented_chains_are_never_flagged(name, dt
     z, x0 = _problem(dtype)
     alias, chain = _chains()[name]
     for opt in (alias, chain):
-        res = _fit(opt, z, x0, num_epochs=1, num_steps=None, steps_per_epoch=8)
+        res = _fit(opt, z, x0, num_epochs=1, num_steps=None,
+                   sampling=rproxjax.Sampling(steps_per_epoch=8))
         _check_clean(res, dtype)
         assert float(jnp.max(jnp.abs(res.params - x0))) > 1e-3  # the run moved
 
@@ -259,6 +260,7 @@ def test_rmc_blocks_are_never_flagged(dtype):
                 rproxjax.r_prox_spb(0.5, 1.0 / nnz, blocks=blocks, q=5)):
         res = rproxjax.fit(opt, lambda p, b: problems.rmc_batch_loss(p, b, prob), params,
                            jnp.arange(nnz), key=jax.random.key(1), batch_size=nnz // 10,
-                           num_epochs=3, batched_loss=True, chunk_size=nnz)
+                           num_epochs=3, batched_loss=True,
+                           sampling=rproxjax.Sampling(chunk_size=nnz))
         _check_clean(res, dtype)
         assert float(jnp.max(jnp.abs(res.params["U"] - u0))) > 1e-3

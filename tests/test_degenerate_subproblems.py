@@ -52,7 +52,7 @@ def capture():
     x = rproxjax.stiefel.random_point(jax.random.key(0), D, R)
     opt = rproxjax.r_prox_spb(1.0, GAMMA, rproxjax.l1(MU), q=Q, ssn=CAPTURE_SSN)
     res = rproxjax.pure_fit(opt, spca_loss, x, data, key=jax.random.key(1), batch_size=B,
-                            num_epochs=1, steps_per_epoch=Q)
+                            num_epochs=1, sampling=rproxjax.Sampling(steps_per_epoch=Q))
     x, state = res.params, res.opt_state
     grad = jax.jit(lambda p, b: jax.grad(
         lambda q: jnp.mean(jax.vmap(spca_loss, (None, 0))(q, b)))(p))

@@ -161,7 +161,7 @@ def test_rmc_curves_of_f_and_error_against_ifo(result):
 
 def test_rmc_curve_points_lie_on_the_uninterrupted_run(result):
     """The prefix reruns and the resumed epochs give the iterates of one uninterrupted run:
-    the runner's F at the curve points against its F after every step (``record_loss``) of
+    the runner's F at the curve points against its F after every step (``Recording.loss``) of
     a single call."""
     cfg = experiments.get_config("rmc-video", "tiny")
     seed = cfg.seeds[0]
@@ -172,7 +172,8 @@ def test_rmc_curve_points_lie_on_the_uninterrupted_run(result):
         opt, kw = _rmc.method_setup(method, run["eta"], run["step_scale"], nnz, cfg)
         res = rproxjax.fit(opt, lambda p, b: problems.rmc_batch_loss(p, b, prob),
                            {"U": u0, "S": jnp.zeros(nnz, u0.dtype)}, jnp.arange(nnz),
-                           key=jax.random.key(seed + 1), record_loss=True, **kw)
+                           key=jax.random.key(seed + 1),
+                           recording=rproxjax.Recording(loss=True), **kw)
         ifo = np.asarray(res.history.ifo) / nnz
         steps = [int(np.argmin(abs(ifo - x))) for x in run["ifo_curve"][1:]]
         assert np.allclose(ifo[steps], run["ifo_curve"][1:], rtol=1e-12)

@@ -442,7 +442,8 @@ data = rng.standard_normal((300, 12)).astype(np.float32)
 rproxjax.sparse_pca(data, 2, nonzeros=8, passes=2)
 rproxjax.fit(rproxjax.r_prox_sgd(0.1, 0.5, rproxjax.l1(0.1)), rproxjax.problems.spca_loss,
              np.linalg.qr(rng.standard_normal((12, 2)))[0].astype(np.float32), data,
-             key=jax.random.key(0), batch_size=30, num_epochs=2, progress=True)
+             key=jax.random.key(0), batch_size=30, num_epochs=2,
+             recording=rproxjax.Recording(progress=True))
 with tempfile.TemporaryDirectory() as out:
     _demo.run(n=1000, budget=2.0, q=5, out_dir=out, plot=True)
 after = {k: repr(v) for k, v in jax.config.values.items()}

@@ -368,7 +368,8 @@ def test_default_inexact_subproblems_leave_the_loss_unchanged(method):
         else:
             opt = rproxjax.r_prox_spb(0.5, 0.1, reg, q=20, ssn=ssn)
         return rproxjax.fit(opt, problems.spca_loss, x0, data, key=jax.random.key(key),
-                            batch_size=20, num_epochs=2, steps_per_epoch=60)
+                            batch_size=20, num_epochs=2,
+                            sampling=rproxjax.Sampling(steps_per_epoch=60))
 
     exact_settings = {"rtol": 0.0, "method": "secant"}
     exact = run(**exact_settings)

@@ -306,7 +306,8 @@ def test_fit_products_are_highest():
 
     def run(x):
         res = rproxjax.pure_fit(opt, problems.spca_loss, x, data, key=jax.random.key(3),
-                                batch_size=4, num_epochs=2, record_loss=True)
+                                batch_size=4, num_epochs=2,
+                                recording=rproxjax.Recording(loss=True))
         return res.params, res.epoch_loss
 
     assert_highest(lower(run, x0))

@@ -136,11 +136,13 @@ def test_the_segments_of_a_block_are_one_program_with_the_whole_blocks_iterates(
     opt, traces = _counting(make())
     rproxjax._run.compile.clear_cache()
     segmented = rproxjax.fit(opt, problems.spca_loss, x0, data, key=jax.random.key(4),
-                             batch_size=20, steps_per_epoch=2, num_epochs=6)
+                             batch_size=20, num_epochs=6,
+                             sampling=rproxjax.Sampling(steps_per_epoch=2))
     assert len(traces) == 1
     assert len(segmented.epoch_loss) == 7  # the start and one point per segment
     whole = rproxjax.fit(make(), problems.spca_loss, x0, data, key=jax.random.key(4),
-                         batch_size=20, steps_per_epoch=6, num_epochs=2)
+                         batch_size=20, num_epochs=2,
+                         sampling=rproxjax.Sampling(steps_per_epoch=6))
     np.testing.assert_array_equal(segmented.params, whole.params)
     np.testing.assert_array_equal(segmented.history.zeta_norm, whole.history.zeta_norm)
     np.testing.assert_array_equal(segmented.epoch_ifo[::3], whole.epoch_ifo)

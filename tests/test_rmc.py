@@ -218,7 +218,7 @@ def _sweep(method, m, n, nnz):
         params = {"U": u0, "S": jnp.zeros(nnz, u0.dtype)}
         res = rproxjax.pure_fit(opt, lambda p, b: problems.rmc_batch_loss(p, b, prob), params,
                                 jnp.arange(nnz), key=key, batch_size=batch, num_epochs=epochs,
-                                batched_loss=True, chunk_size=nnz)
+                                batched_loss=True, sampling=rproxjax.Sampling(chunk_size=nnz))
         low_rank = res.params["U"] @ problems.rmc_v(res.params["U"], res.params["S"], prob)
         start = {"U": u0, "S": jnp.zeros(nnz, u0.dtype)}
         return (res.params, res.epoch_ifo[-1], problems.rmc_objective(res.params, prob, GAMMA),
@@ -305,7 +305,8 @@ def _full_batch_run(prob, u0, gamma, steps):
                         lambda p, b: problems.rmc_batch_loss(p, b, prob),
                         {"U": u0, "S": jnp.zeros(nnz)}, jnp.arange(nnz),
                         key=jax.random.key(0), batch_size=nnz, num_epochs=2,
-                        steps_per_epoch=steps // 2, batched_loss=True, chunk_size=nnz)
+                        batched_loss=True,
+                        sampling=rproxjax.Sampling(steps_per_epoch=steps // 2, chunk_size=nnz))
 
 
 def test_converged_model_is_a_good_background():

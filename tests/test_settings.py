@@ -61,7 +61,8 @@ def _chains(q=4, m=4):
 def test_each_named_optimizer_is_its_documented_chain(name, data):
     alias, chain = _chains()[name]
     runs = [rproxjax.fit(opt, problems.spca_loss, _x0(), data, key=jax.random.key(2),
-                         batch_size=20, num_steps=12, steps_per_epoch=4)
+                         batch_size=20, num_steps=12,
+                         sampling=rproxjax.Sampling(steps_per_epoch=4))
             for opt in (alias, chain)]
     a, c = runs
     assert float(jnp.max(jnp.abs(a.params - _x0()))) > 1e-3  # the runs moved
@@ -178,7 +179,8 @@ def test_the_former_keyword_arguments_warn_and_map_to_their_fields(data):
     new_opt = rproxjax.r_prox_sgd(0.5, 0.2, L1, ssn=SSN.stochastic(
         rtol=0.0, rule="secant", max_steps=50, linear_solver="dense"))
     runs = [rproxjax.fit(o, problems.spca_loss, x, data, key=jax.random.key(2), batch_size=20,
-                         num_steps=6, steps_per_epoch=6) for o in (old_opt, new_opt)]
+                         num_steps=6, sampling=rproxjax.Sampling(steps_per_epoch=6))
+            for o in (old_opt, new_opt)]
     np.testing.assert_array_equal(runs[0].params, runs[1].params)
     with pytest.warns(DeprecationWarning, match="manpg"):
         rproxjax.manpg(0.1, L1, tol=1e-6, ssn_method="reference")

@@ -285,7 +285,8 @@ def degenerate_subproblem():
     opt = rproxjax.r_prox_sgd(rproxjax.inverse_sqrt_schedule(1.0), 0.1, rproxjax.l1(0.2),
                               ssn=rproxjax.SSN.stochastic(tol=1e-6, linear_solver="dense"))
     res = rproxjax.fit(opt, problems.spca_loss, x0, data, key=jax.random.key(1),
-                       batch_size=100, num_epochs=1, steps_per_epoch=200)
+                       batch_size=100, num_epochs=1,
+                       sampling=rproxjax.Sampling(steps_per_epoch=200))
     batch = data[jax.random.permutation(jax.random.key(7), 10000)[:100]]
     g = jnp.mean(jax.vmap(jax.grad(problems.spca_loss), (None, 0))(res.params, batch), 0)
     return res.params, g, rproxjax.step_info(res.opt_state).ssn.lam

@@ -42,7 +42,7 @@ OPTIMIZERS = {
 def _fit(opt, data, **kw):
     batch = {} if "manpg" in kw.pop("name", "") else {"batch_size": 20}
     return rproxjax.fit(opt, problems.spca_loss, X0, data, key=jax.random.key(2),
-                        num_epochs=2, record_loss=True, **batch, **kw)
+                        num_epochs=2, recording=rproxjax.Recording(loss=True), **batch, **kw)
 
 
 @pytest.mark.parametrize("name", sorted(OPTIMIZERS))
