@@ -104,8 +104,9 @@ def test_a_callback_that_is_not_callable_is_a_type_error(planted, bad):
     data, x0, _ = planted
     with pytest.raises(TypeError, match="callback must be callable"):
         Recording(callback=bad)
-    for run in (rproxjax.fit, rproxjax.pure_fit):  # the former keyword
-        with pytest.raises(TypeError, match="callback must be callable"):
+    for run in (rproxjax.fit, rproxjax.pure_fit):  # the former keyword: warns, then the error
+        with pytest.raises(TypeError, match="callback must be callable"), \
+                pytest.warns(DeprecationWarning, match=r"\(callback=\) is deprecated"):
             run(_sgd(), _loss, x0, data, key=jax.random.key(0), **KW, callback=bad)
 
 
@@ -113,7 +114,8 @@ def test_progress_must_be_a_bool(planted):
     data, x0, _ = planted
     with pytest.raises(TypeError, match="progress must be True or False"):
         Recording(progress="yes")
-    with pytest.raises(TypeError, match="progress must be True or False"):  # the former one
+    with pytest.raises(TypeError, match="progress must be True or False"), \
+            pytest.warns(DeprecationWarning, match=r"fit\(progress=\) is deprecated"):  # former
         rproxjax.fit(_sgd(), _loss, x0, data, key=jax.random.key(0), **KW, progress="yes")
 
 

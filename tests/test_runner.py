@@ -1,5 +1,8 @@
 """The compiled runner: equivalence of modes, sweeps, no retracing, resume, planted sparse PCA."""
 
+import re
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -351,7 +354,8 @@ def _same_run(a, b):
 @pytest.mark.parametrize("runner", ["fit", "pure_fit"])
 def test_the_groups_and_the_former_flat_keywords_run_alike(planted, runner):
     """fit(sampling=Sampling(...), recording=Recording(...)) is the run of the former flat
-    keywords, bit for bit; those that are deprecated warn, naming the new form."""
+    keywords, bit for bit; they warn, once per group, naming the new form, at the caller's
+    line."""
     data, x0, _ = planted
     opt = rproxjax.r_prox_spb(0.3, 0.05, rproxjax.l1(0.2), q=5)
     seen = {"group": [], "flat": []}
@@ -364,9 +368,18 @@ def test_the_groups_and_the_former_flat_keywords_run_alike(planted, runner):
                 record_variance=True, callback=lambda i: seen["flat"].append(i.ifo))
     run = getattr(rproxjax, runner)
     a = run(opt, _loss, x0, data, **common, **grouped)
-    with pytest.warns(DeprecationWarning, match=r"refresh_batch_size=\) is deprecated and will "
-                      r"be removed in rproxjax 0\.5: use sampling=rproxjax\.Sampling"):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         b = run(opt, _loss, x0, data, **common, **flat)
+    deprecations = [w for w in caught if issubclass(w.category, DeprecationWarning)]
+    assert [str(w.message) for w in deprecations] == [
+        f"{runner}(steps_per_epoch=, refresh_batch_size=, chunk_size=) are deprecated and will "
+        "be removed in rproxjax 0.5: use sampling=rproxjax.Sampling(steps_per_epoch=..., "
+        "refresh_batch_size=..., chunk_size=...) instead.",
+        f"{runner}(record_loss=, record_variance=, callback=) are deprecated and will be "
+        "removed in rproxjax 0.5: use recording=rproxjax.Recording(loss=..., variance=..., "
+        "callback=...) instead."]
+    assert all(w.filename == __file__ for w in deprecations)
     _same_run(a, b)
     assert a.history.loss is not None and a.history.riemannian_variance is not None
     jax.effects_barrier()  # pure_fit's callbacks have arrived
@@ -386,6 +399,67 @@ def test_the_former_mesh_keywords_warn_and_run_as_the_sharding(planted):
                           r"sharding=NamedSharding\(mesh, PartitionSpec\(data_axis\)\)"):
             b = rproxjax.fit(_sgd(0.2), _loss, x0, data, **kw, **former)
         _same_run(a, b)
+
+
+def _no_op(info):
+    return None
+
+
+#: The former flat keywords, one by one: (keyword, a value, the same option as a group, the
+#: new form its warning names).
+FORMER_ALONE = [
+    ("steps_per_epoch", 10, lambda: dict(sampling=Sampling(steps_per_epoch=10)),
+     "sampling=rproxjax.Sampling(steps_per_epoch=...)"),
+    ("refresh_batch_size", 200, lambda: dict(sampling=Sampling(refresh_batch_size=200)),
+     "sampling=rproxjax.Sampling(refresh_batch_size=...)"),
+    ("chunk_size", 300, lambda: dict(sampling=Sampling(chunk_size=300)),
+     "sampling=rproxjax.Sampling(chunk_size=...)"),
+    ("record_loss", True, lambda: dict(recording=Recording(loss=True)),
+     "recording=rproxjax.Recording(loss=...)"),
+    ("record_variance", True, lambda: dict(recording=Recording(variance=True)),
+     "recording=rproxjax.Recording(variance=...)"),
+    ("progress", False, lambda: dict(recording=Recording(progress=False)),
+     "recording=rproxjax.Recording(progress=...)"),
+    ("callback", _no_op, lambda: dict(recording=Recording(callback=_no_op)),
+     "recording=rproxjax.Recording(callback=...)"),
+    ("mesh", None, lambda: dict(sharding=_mesh_sharding("data")),
+     "sharding=NamedSharding(mesh, PartitionSpec(data_axis))"),
+    ("data_axis", "data", None, "sharding=NamedSharding(mesh, PartitionSpec(data_axis))"),
+]
+
+
+@pytest.mark.parametrize("runner, name, value, group, new", [
+    pytest.param(runner, *case, id=f"{runner}-{case[0]}") for runner in ("fit", "pure_fit")
+    for case in FORMER_ALONE
+    if (runner, case[0]) != ("pure_fit", "progress")])  # test_pure_fit_draws_no_progress_bar
+def test_each_former_keyword_warns_alone(planted, runner, name, value, group, new):
+    """Each of the nine former keywords (pure_fit: eight, no progress=), given alone, raises a
+    DeprecationWarning naming it and its new form, and runs as its group does (data_axis=
+    alone: the warning, then the error that it needs mesh=)."""
+    data, x0, _ = planted
+    opt = rproxjax.r_prox_spb(0.3, 0.05, rproxjax.l1(0.2), q=5)
+    common = dict(key=jax.random.key(4), batch_size=40, num_steps=10)
+    run = getattr(rproxjax, runner)
+    if name == "mesh":
+        value = jax.make_mesh((1,), ("data",))
+    message = (rf"^{runner}\({name}=\) is deprecated and will be removed in rproxjax 0\.5: "
+               rf"use {re.escape(new)} instead\.$")
+    if group is None:  # data_axis= without mesh=
+        with pytest.raises(ValueError, match="data_axis needs mesh="), \
+                pytest.warns(DeprecationWarning, match=message):
+            run(opt, _loss, x0, data, **common, **{name: value})
+        return
+    with pytest.warns(DeprecationWarning, match=message) as caught:
+        b = run(opt, _loss, x0, data, **common, **{name: value})
+    deprecations = [w for w in caught if issubclass(w.category, DeprecationWarning)]
+    assert len(deprecations) == 1 and deprecations[0].filename == __file__
+    _same_run(run(opt, _loss, x0, data, **common, **group()), b)
+
+
+def test_every_former_keyword_is_checked_alone():
+    from rproxjax._run.options import FORMER
+
+    assert [case[0] for case in FORMER_ALONE] == list(FORMER)
 
 
 def _mesh_sharding(*spec, axes=("data",)):

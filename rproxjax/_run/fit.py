@@ -353,8 +353,8 @@ def fit(optimizer: optax.GradientTransformation, loss_fn: Callable[[PyTree, PyTr
         :class:`Sampling`'s fields), ``record_loss``, ``record_variance``, ``progress``
         and ``callback`` (now :class:`Recording`'s ``loss``, ``variance``, ``progress``
         and ``callback``), ``mesh`` and ``data_axis`` (now
-        ``sharding=NamedSharding(mesh, PartitionSpec(data_axis))``). Of these
-        ``refresh_batch_size``, ``mesh`` and ``data_axis`` raise a DeprecationWarning.
+        ``sharding=NamedSharding(mesh, PartitionSpec(data_axis))``). Each raises a
+        DeprecationWarning.
 
     An error raised after some epochs (e.g. by an online stream in a later chunk)
     carries the run so far, a :class:`FitResult`, as ``err.partial_result``.

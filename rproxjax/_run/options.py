@@ -176,12 +176,6 @@ FORMER = MappingProxyType({
     "data_axis": ("sharding", "data_axis"),
 })
 
-#: Former keywords that modules and pages of rproxjax itself still pass (the task functions,
-#: the demo, the lab, the getting-started page): accepted without a DeprecationWarning, so
-#: that no call of the library warns about its own code, until those callers pass groups.
-UNWARNED = frozenset({"steps_per_epoch", "chunk_size", "record_loss", "record_variance",
-                      "progress", "callback"})
-
 _GROUP_TYPE = MappingProxyType({"sampling": "rproxjax.Sampling",
                                 "recording": "rproxjax.Recording"})
 
@@ -189,9 +183,8 @@ _GROUP_TYPE = MappingProxyType({"sampling": "rproxjax.Sampling",
 def grouped(where: str, sampling, recording, sharding, former: dict, *,
             progress: bool = True) -> tuple[Sampling, Recording, NamedSharding | None]:
     """(sampling, recording, sharding) of a call of ``where`` (``"fit"`` or ``"pure_fit"``)
-    given its groups and its former flat keywords ``former`` (a DeprecationWarning naming
-    the new form for each, except those in :data:`UNWARNED`). ``progress``: whether
-    ``where`` draws a progress bar.
+    given its groups and its former flat keywords ``former`` (a DeprecationWarning per
+    group, naming the new form). ``progress``: whether ``where`` draws a progress bar.
 
     Raises:
       TypeError: an unknown keyword; a group of the wrong type; a group given together with
@@ -211,7 +204,7 @@ def grouped(where: str, sampling, recording, sharding, former: dict, *,
                             "only.")
         fields[group][field] = value
     for group in ("sampling", "recording", "sharding"):  # one warning per group
-        warned = [n for n in former if FORMER[n][0] == group and n not in UNWARNED]
+        warned = [n for n in former if FORMER[n][0] == group]
         if not warned:
             continue
         new = ("sharding=NamedSharding(mesh, PartitionSpec(data_axis))" if group == "sharding"
