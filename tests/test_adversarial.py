@@ -572,8 +572,8 @@ TANGENT_PROX = [
     case("unknown linear_solver", lambda: tp(_pt(), _gm(), 0.5, L1,
                                              ssn=rproxjax.SSN(linear_solver="lu")),
          raises(ValueError, "linear_solver")),
-    case("unknown method", lambda: tp(_pt(), _gm(), 0.5, L1, ssn=rproxjax.SSN(method="newton")),
-         raises(ValueError, r"\bmethod\b")),
+    case("unknown method", lambda: tp(_pt(), _gm(), 0.5, L1, ssn=rproxjax.SSN(rule="newton")),
+         raises(ValueError, r"SSN\.rule must be one of")),
     case("a batch of points", lambda: tp(_pt()[None], _gm()[None], 0.5, L1),
          raises(ValueError, r"\bx\b of shape \(1, 6, 2\).*vmap")),
     case("nested lists", lambda: tp(np.asarray(_pt()).tolist(), np.asarray(_gm()).tolist(), 0.5,
@@ -598,7 +598,7 @@ TANGENT_PROX = [
     case("non-symmetric lam (secant)", lambda: tp(_pt(), _gm(), 0.5, L1, lam=LAM_SKEW),
          returns(_solves(_pt(), _gm(), 0.5, 0.1))),
     case("non-symmetric lam (reference)",
-         lambda: tp(_pt(), _gm(), 0.5, L1, lam=LAM_SKEW, ssn=rproxjax.SSN(method="reference")),
+         lambda: tp(_pt(), _gm(), 0.5, L1, lam=LAM_SKEW, ssn=rproxjax.SSN(rule="reference")),
          returns(_solves(_pt(), _gm(), 0.5, 0.1))),
     case("non-symmetric lam_h", lambda: tp(_pt(), _gm(), 0.5, L1, lam_h=LAM_SKEW),
          returns(_solves(_pt(), _gm(), 0.5, 0.1))),
@@ -606,7 +606,7 @@ TANGENT_PROX = [
     case("t mu above every entry (secant)", lambda: tp(_pt(), _gm(), 1.0, rproxjax.l1(100.0)),
          returns(_solved_or_collapsed(_pt(), _gm(), 1.0, 100.0))),
     case("t mu above every entry (reference)",
-         lambda: tp(_pt(), _gm(), 1.0, rproxjax.l1(100.0), ssn=rproxjax.SSN(method="reference")),
+         lambda: tp(_pt(), _gm(), 1.0, rproxjax.l1(100.0), ssn=rproxjax.SSN(rule="reference")),
          returns(_solved_or_collapsed(_pt(), _gm(), 1.0, 100.0))),
     case("per-column mu collapsing one column",
          lambda: tp(_pt(), _gm(), 1.0, rproxjax.l1(jnp.array([100.0, 0.01]))),
@@ -664,8 +664,8 @@ FACTORIES = [
          raises(ValueError, r"\breg\b must be None or a regularizer")),
     case("r_prox_sgd unknown retraction", lambda: sgd(0.1, 0.1, L1, retraction="svd"),
          raises(ValueError, "retraction 'svd'")),
-    case("SSN unknown method", lambda: sgd(0.1, 0.1, L1, ssn=SSN.stochastic(method="x")),
-         raises(ValueError, "SSN.method")),
+    case("SSN unknown rule", lambda: sgd(0.1, 0.1, L1, ssn=SSN.stochastic(rule="x")),
+         raises(ValueError, "SSN.rule")),
     case("SSN max_steps < 0", lambda: sgd(0.1, 0.1, L1, ssn=SSN.stochastic(max_steps=-1)),
          raises(ValueError, "SSN.max_steps")),
     case("SSN max_steps=True", lambda: sgd(0.1, 0.1, L1, ssn=SSN.stochastic(max_steps=True)),
@@ -681,10 +681,14 @@ FACTORIES = [
     case("SSN unknown linear_solver", lambda: sgd(0.1, 0.1, L1,
                                                   ssn=SSN.stochastic(linear_solver="lu")),
          raises(ValueError, "linear_solver")),
-    case("SSN rho_scale < 0", lambda: SSN(rho_scale=-1.0), raises(ValueError, "rho_scale")),
-    case("SSN escalate NaN", lambda: SSN(escalate=float("nan")), raises(ValueError, "escalate")),
-    case("SSN path_steps a string", lambda: SSN(path_steps="yes"),
-         raises(ValueError, "path_steps")),
+    case("Secant rho_scale < 0", lambda: rproxjax.Secant(rho_scale=-1.0),
+         raises(ValueError, "rho_scale")),
+    case("Adaptive escalate NaN", lambda: rproxjax.Adaptive(escalate=float("nan")),
+         raises(ValueError, "escalate")),
+    case("Secant path a string", lambda: rproxjax.Secant(path="yes"),
+         raises(ValueError, "Secant.path")),
+    case("SSN rule a linear solver", lambda: SSN(rule=rproxjax.CG()),
+         raises(ValueError, "SSN.rule")),
     case("SSN sequential_lanes a string", lambda: SSN(sequential_lanes="cpu"),
          raises(ValueError, "sequential_lanes")),
     case("SSN unknown warm_start", lambda: SSN(warm_start="lam"),
@@ -797,7 +801,7 @@ def _halted_zero_update(out):
 
 
 def _sgd_nan_then_finite():
-    opt = _sgd(ssn=SSN.stochastic(method="secant"))
+    opt = _sgd(ssn=SSN.stochastic(rule="secant"))
     state = opt.init(_pt())
     _, state = opt.update(_gm().at[0, 0].set(jnp.nan), state, _pt())
     return opt.update(_gm(), state, _pt())  # sticky: still halted, still zero
@@ -822,7 +826,7 @@ def _manpg_nan_value():
 
 def _collapsed_step():
     opt = rproxjax.r_prox_sgd(1.0, 1.0, rproxjax.l1(100.0),
-                              ssn=rproxjax.SSN.stochastic(method="reference"))
+                              ssn=rproxjax.SSN.stochastic(rule="reference"))
     x = _pt()
     updates, state = opt.update(_gm(), opt.init(x), x)
     return optax.apply_updates(x, updates), state
@@ -992,7 +996,7 @@ def _on_manifold_throughout(res):
 
 def _collapse_fit(retraction, method, mu=100.0):
     opt = rproxjax.r_prox_sgd(1.0, 1.0, rproxjax.l1(mu), retraction=retraction,
-                              ssn=rproxjax.SSN.stochastic(method=method))
+                              ssn=rproxjax.SSN.stochastic(rule=method))
     return _fit(opt, num_epochs=2)
 
 
