@@ -4,8 +4,8 @@ At (d, r, b) = (1024, 32, 200), mu = 0.2, the second block's subproblems have so
 with columns of fewer than r nonzeros (a singular Newton matrix). When this test was
 written, the adaptive rule took a mean of 20.9 Newton steps on them at rtol 1e-2 with the
 regularization of loose solves at 1e-4 ||E||, and 3.7 (max 5) with LOOSE_RHO_SCALE = 1.0
-(the same comparison at d = 4096 is benchmarks/hard_subproblems.py); with the secant shift
-then dropped from loose solves, 4.3 (max 6) against 3.6 (max 5) with it. The instances are
+(git keeps benchmarks/hard_subproblems.py, the same comparison at d = 4096); with the
+secant shift then dropped from loose solves, 4.3 (max 6) against 3.6 (max 5) with it. The instances are
 captured with the first rule of loose solves and the optimizers' first warm start, pinned
 as settings (``CAPTURE_SSN``) so that they do not move with the defaults. Step counts are
 deterministic, so the goal is asserted, with the stopping test checked independently.
@@ -29,8 +29,9 @@ D, R, B, Q, MU, GAMMA = 1024, 32, 200, 10, 0.2, 0.1
 #: 1e-4 min(||E||, 0.1) with the secant shift, a line search at every step, no Jacobi steps),
 #: warm-started from the previous multiplier's regularizer part.
 CAPTURE_SSN = rproxjax.SSN.stochastic(
-    rtol=1e-2, warm_start="lam_h", rule=rproxjax.Adaptive(jacobi_first=False, secant=rproxjax.Secant(
-        path=None, loose_rho_scale=1e-4, loose_shift=True, unit_accept=0.0)))
+    rtol=1e-2, warm_start="lam_h", rule=rproxjax.Adaptive(
+        jacobi_first=False, secant=rproxjax.Secant(path=None, loose_rho_scale=1e-4,
+                                                   loose_shift=True, unit_accept=0.0)))
 
 
 def _data():

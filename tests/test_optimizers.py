@@ -350,7 +350,7 @@ def test_default_inexact_subproblems_leave_the_loss_unchanged(method):
     # The optimizers' default (SSN.stochastic(): rtol = SSN_RTOL, the adaptive rule) against
     # solves to 1e-10 by the secant rule on the same samples: F moves by less than the
     # seed-to-seed spread of the exact runs at every curve point (the criterion of
-    # benchmarks/results/inexact_loose.md, at paper size), in far fewer Newton steps; at
+    # at paper size), in far fewer Newton steps; at
     # rtol 1e-2, far less (a relative 2e-3). Measured on keys 1-5 (the test uses 1-3 for
     # the spread; the first curve point is X0, identical in every run): the default moves
     # the final F by at most 0.19 (R-ProxSPB, key 1, a run that lands apart: 46.69 against
@@ -371,7 +371,7 @@ def test_default_inexact_subproblems_leave_the_loss_unchanged(method):
                             batch_size=20, num_epochs=2,
                             sampling=rproxjax.Sampling(steps_per_epoch=60))
 
-    exact_settings = {"rtol": 0.0, "method": "secant"}
+    exact_settings = {"rtol": 0.0, "rule": "secant"}
     exact = run(**exact_settings)
     others = np.stack([run(key, **exact_settings).epoch_loss for key in (2, 3)])
     losses = np.concatenate([others, np.asarray(exact.epoch_loss)[None]])

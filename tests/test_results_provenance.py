@@ -1,7 +1,6 @@
 """Results files record where they come from (commit, clean tree, the solver's default
 settings) and say when they no longer describe the library (stale solver defaults)."""
 
-import dataclasses
 import pathlib
 import re
 

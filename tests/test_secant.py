@@ -13,8 +13,8 @@ import pytest
 
 import rproxjax
 from rproxjax import stiefel
-from rproxjax._ssn import linear as _newton
 from rproxjax._regularizers.l1_secant import l1_secant_shift
+from rproxjax._ssn import linear as _newton
 
 
 def _residual(x, base, t, reg, lam):

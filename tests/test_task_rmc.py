@@ -271,7 +271,7 @@ def test_planted_low_rank_plus_outliers_is_recovered():
     out = ((rng.random((m, n)) < 0.1) * rng.choice([-1.0, 1.0], (m, n))
            * rng.uniform(0.5, 1.0, (m, n)))
     mask = rng.random((m, n)) < 0.5
-    res = robust_matrix_completion(low + out, mask, r, budget=20)
+    res = robust_matrix_completion(low + out, mask, r)
     error = np.linalg.norm(res.low_rank - low) / np.linalg.norm(low)
     u0 = np.linalg.svd(np.where(mask, low + out, 0), full_matrices=False)[0][:, :r]
     start = problems.rmc_background({"U": jnp.asarray(u0), "S": jnp.zeros(int(mask.sum()))},

@@ -172,7 +172,7 @@ def test_a_target_with_the_refit_stops_at_a_run_it_can_cut():
     (and another at most k); without it, only at a count within 2% of k. The refit's
     path then runs fewer values of mu, and its result explains within 0.1% of the variance
     of the nearest run's pattern refitted (refit=False's point refitted on its support:
-    0.008% less here; benchmarks/results/path_rounds.md compares on real data)."""
+    0.008% less here)."""
     from rproxjax._tasks.refit import refit_on_support
     from rproxjax._tasks.spca import CUT_SLACK, NONZERO_RTOL
 

@@ -561,7 +561,8 @@ def _alternating(matrix, obs, r, *, mu, lam, passes, tol, key, magnitude, progre
                      max_steps=max(1, math.ceil(passes)), report=report)
     prob = problems.rmc_problem(matrix, obs, lam=lam)
     v, low_rank, s = _alt.finish(out.u, out.s, d, prob.rows, prob.cols)
-    return RMCResult(low_rank, out.s, out.u, v, s, out.objective, out.initial_objective,
+    objective, initial = (jnp.asarray(f, wdt) for f in (out.objective, out.initial_objective))
+    return RMCResult(low_rank, out.s, out.u, v, s, objective, initial,
                      out.converged, out.failed or not np.isfinite(out.objective),
                      out.change, out.steps, None, "alternating",
                      out.step_factor, None, None, None, out.mu, lam, r, prob)
