@@ -1,13 +1,13 @@
 """Degenerate subproblems at r = 32: captured from R-ProxSPB on synthetic sparse PCA.
 
-At (d, r, b) = (1024, 32, 200), mu = 0.2, the second block's subproblems have solutions
-with columns of fewer than r nonzeros (a singular Newton matrix). When this test was
-written, the adaptive rule took a mean of 20.9 Newton steps on them at rtol 1e-2 with the
-regularization of loose solves at 1e-4 ||E||, and 3.7 (max 5) with LOOSE_RHO_SCALE = 1.0
-(git keeps benchmarks/hard_subproblems.py, the same comparison at d = 4096); with the
-secant shift then dropped from loose solves, 4.3 (max 6) against 3.6 (max 5) with it. The instances are
-captured with the first rule of loose solves and the optimizers' first warm start, pinned
-as settings (``CAPTURE_SSN``) so that they do not move with the defaults. Step counts are
+At (d, r, b) = (1024, 32, 200), mu = 0.2, the second block's subproblems have solutions with
+columns of fewer than r nonzeros (a singular Newton matrix). When this test was written, the
+adaptive rule took a mean of 20.9 Newton steps on them at rtol 1e-2 with the regularization
+of loose solves at 1e-4 ||E||, and 3.7 (max 5) with LOOSE_RHO_SCALE = 1.0 (git keeps
+benchmarks/hard_subproblems.py, the same comparison at d = 4096); with the secant shift then
+dropped from loose solves, 4.3 (max 6) against 3.6 (max 5) with it. The instances are
+captured with the first rule of loose solves and the optimizers' first warm start, pinned as
+settings (``CAPTURE_SSN``) so that they do not move with the defaults. Step counts are
 deterministic, so the goal is asserted, with the stopping test checked independently.
 """
 

@@ -57,9 +57,7 @@ SKIPPED = ("rproxjax.experiments",)
 
 #: Mutable globals of modules being reworked by their owners, each with what it is; delete
 #: an entry once its module no longer holds it.
-PENDING = {
-    ("rproxjax._run.program", "FEASIBILITY_TOL"): "a dict of constants",
-}
+PENDING: dict[tuple[str, str], str] = {}
 
 MUTABLE_CONTAINERS = (dict, list, set, bytearray, collections.OrderedDict,
                       collections.defaultdict, collections.deque, collections.Counter,

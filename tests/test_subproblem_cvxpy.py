@@ -46,9 +46,8 @@ import numpy as np
 import pytest
 
 import rproxjax
-from rproxjax import SSN
 
-CG_THRESHOLD = SSN().cg_threshold
+CG_THRESHOLD = rproxjax.AutoLinearSolver().cg_threshold
 
 cp = pytest.importorskip("cvxpy")
 if "CLARABEL" not in cp.installed_solvers():  # pragma: no cover
