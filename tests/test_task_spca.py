@@ -394,6 +394,35 @@ def test_bad_inputs_raise_named_errors(call, error, match):
         call()
 
 
+def _bad_starts():
+    q = np.linalg.qr(np.random.default_rng(5).standard_normal((16, 2)))[0]
+    nan = q.copy()
+    nan[3, 1] = np.nan
+    return {"NaN": (nan, "NaN or inf"), "2 Q": (2 * q, "orthonormal columns"),
+            "rank one": (np.repeat(q[:, :1], 2, axis=1), "rank 1 < r = 2")}
+
+
+@pytest.mark.parametrize("which", ["NaN", "2 Q", "rank one"])
+def test_a_bad_start_is_refused_before_anything_compiles(which):
+    """An x0 with NaN, not orthonormal or of rank one: a ValueError naming x0, raised by a
+    check on the host (no XLA compilation happens first)."""
+    x0, match = _bad_starts()[which]
+    events = []
+
+    def listen(event, duration, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            events.append(event)
+
+    data = np.random.default_rng(6).standard_normal((40, 16)) + 0.5  # not seen before
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        with pytest.raises(ValueError, match=rf"\bx0\b.*{match}|{match}.*\bx0\b|^x0"):
+            rproxjax.sparse_pca(data, 2, mu=0.1, passes=2, x0=x0)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    assert events == []
+
+
 @pytest.mark.parametrize("kw", [dict(gamma=1e3), dict(method="r_prox_sgd", eta=1e4)])
 def test_too_large_a_step_is_an_error_not_a_wrong_answer(kw):
     """gamma 1e3 is 3e4 times the default 1/L here: the run ends above its start's F."""

@@ -558,12 +558,24 @@ def _sizes(method, n, batch_size, q):
 
 
 def _start(x0, d, r, dtype):
-    """A given start point checked (d x r, the data's dtype), else zeros (PCA start)."""
+    """A given start point checked (d x r, the data's dtype, finite, orthonormal columns)
+    on the host, before anything compiles; else zeros (the PCA start)."""
     if x0 is None:
         return np.zeros((d, r), dtype)
     x0 = _as_matrix("x0", x0, dtype)
     if x0.shape != (d, r):
         raise ValueError(f"x0 must have shape (d, r) = {(d, r)}, got {x0.shape}.")
+    host = np.asarray(x0)
+    if not np.all(np.isfinite(host)):
+        raise ValueError("x0 holds NaN or inf.")
+    feas = _checks.host_feasibility(host)
+    tol = 1e-6 if host.dtype == np.float64 else 1e-3
+    if not feas <= tol:
+        rank = int(np.linalg.matrix_rank(host))
+        why = (f"x0 has rank {rank} < r = {r}: no orthonormal start spans it" if rank < r
+               else "start from its orthonormal factor, e.g. np.linalg.qr(x0)[0]")
+        raise ValueError(f"x0 must have orthonormal columns: ||x0^T x0 - I||_F = {feas:.3e} > "
+                         f"{tol:g}; {why}.")
     return x0
 
 
