@@ -267,3 +267,13 @@ def renamed(given: dict, where: str, old: str, new: str, value):
     warnings.warn(f"{where}({old}=) is deprecated and will be removed in rproxjax 0.4: use "
                   f"{new}= instead.", DeprecationWarning, stacklevel=3)
     return given[old]
+
+
+def warn_if_single(name: str, given, used, stacklevel: int) -> None:
+    """A ``UserWarning`` when a float64 input ``name`` is computed in float32 (JAX's x64
+    is off): shown once per calling line, as Python shows warnings by default."""
+    if np.dtype(given) == np.float64 and np.dtype(used) == np.float32:
+        warnings.warn(f"{name} is float64 but is computed in float32: JAX's x64 mode is off. "
+                      "Enable it (jax.config.update('jax_enable_x64', True)) to compute in "
+                      "float64, or pass float32 to silence this.", UserWarning,
+                      stacklevel=stacklevel + 1)

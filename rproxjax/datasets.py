@@ -61,6 +61,12 @@ __all__ = [
     "video_matrix",
 ]
 
+
+def __dir__() -> list[str]:
+    """The module's public names alone (``dir``, tab completion): not its imports."""
+    return sorted(__all__)
+
+
 DATA_DIR_ENV = "RPROXJAX_DATA_DIR"
 MNIST_FILE = "mnist70k.npy.xz"
 FASHION_MNIST_FILE = "fashion_mnist10k.npy.xz"
@@ -194,7 +200,7 @@ def load_mnist(
         scale: divide the pixels by 255.
         dtype: a floating NumPy dtype for the result.
         data_dir: folder holding ``mnist70k.npy.xz``; default ``$RPROXJAX_DATA_DIR``, else the
-            repository's ``data/``.
+            package's ``_data/`` (:func:`default_data_dir`).
 
     Returns:
         A new, writable ``(n, 784)`` array of ``dtype``.
@@ -250,7 +256,7 @@ def load_fashion_mnist(
         scale: divide the pixels by 255.
         dtype: a floating NumPy dtype for the result.
         data_dir: folder holding ``fashion_mnist10k.npy.xz``; default ``$RPROXJAX_DATA_DIR``,
-            else the repository's ``data/``.
+            else the package's ``_data/`` (:func:`default_data_dir`).
 
     Returns:
         A new, writable ``(n, 784)`` array of ``dtype``.
@@ -298,7 +304,7 @@ def load_video_frames(
         step: stride between returned frames (>= 1).
         dtype: a floating NumPy dtype for the result.
         data_dir: folder holding ``vtest_72x96.npy.xz``; default ``$RPROXJAX_DATA_DIR``, else
-            the repository's ``data/``.
+            the package's ``_data/`` (:func:`default_data_dir`).
 
     Returns:
         A new, writable ``(frames, 72, 96)`` array of ``dtype`` with values in [0, 1].

@@ -237,18 +237,26 @@ problems.spca_objective(x, data, 0.1), problems.explained_variance(x, data)
 problems.stationarity(x, g, 0.5, rproxjax.l1(0.1))
 rproxjax.fit(rproxjax.r_prox_sgd(0.1, 0.5, rproxjax.l1(0.1)), problems.spca_loss, x, data,
              key=jax.random.key(0), batch_size=10, num_epochs=1)
-assert rproxjax.sparse_pca(data, 2, mu=0.1, passes=1).loadings.dtype == np.float32
-rproxjax.robust_matrix_completion(rng.random((10, 8)), rng.random((10, 8)) < 0.7, rank=1,
-                                  passes=1, throw=False)
+# The tasks say once that float64 data are computed in float32 (their own warning, JAX's none).
+with warnings.catch_warnings(record=True) as seen:
+    warnings.simplefilter("always")
+    assert rproxjax.sparse_pca(data, 2, mu=0.1, passes=1).loadings.dtype == np.float32
+    rproxjax.robust_matrix_completion(rng.random((10, 8)), rng.random((10, 8)) < 0.7, rank=1,
+                                      passes=1, throw=False)
+assert [str(w.message).split(" is ")[0] for w in seen] == ["data", "M"], [
+    str(w.message) for w in seen]
+assert all("computed in float32" in str(w.message) for w in seen)
 print("ok")
 """
 
 
-def test_float64_numpy_inputs_without_x64_warn_nothing():
+def test_float64_numpy_inputs_without_x64_warn_only_where_a_task_says_so():
     """With JAX's default (x64 disabled), NumPy's float64 arrays are computed in float32;
     the library asks JAX for that dtype, not for float64 (which JAX truncated with a
-    UserWarning per array: ten in one optax step of the optimizers). In a new process,
-    as the tests' own process enables x64."""
+    UserWarning per array: ten in one optax step of the optimizers). The building blocks
+    warn nothing; the tasks (sparse_pca, robust_matrix_completion), which a user calls on
+    data, say once that float64 data run in float32. In a new process, as the tests' own
+    process enables x64."""
     import subprocess
     import sys
 

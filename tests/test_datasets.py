@@ -229,3 +229,9 @@ def test_mnist_bad_arguments(kwargs, match):
 def test_video_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         datasets.load_video_frames(**kwargs)
+
+
+def test_the_namespace_lists_its_public_names_only():
+    names = dir(datasets)
+    assert names == sorted(datasets.__all__)
+    assert not {"np", "lzma", "functools", "os"} & set(names)

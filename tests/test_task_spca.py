@@ -831,3 +831,39 @@ def test_as_many_components_as_features_have_a_path():
     x = np.asarray(res.loadings)
     assert res.nonzeros <= 6 and np.linalg.norm(x.T @ x - np.eye(4)) < 1e-10
     assert res.settings["mu_max"] > 0
+
+
+def test_results_print_in_a_line_or_two():
+    res = rproxjax.sparse_pca(SMALL, 2, nonzeros=12, passes=2)
+    text = repr(res)
+    assert len(text) < 300 and "\n" not in text, text
+    assert f"nonzeros={res.nonzeros}" in text and "16 x 2" in text and "path of" in text
+    assert repr(res.path).startswith("SparsePCAPath(") and len(repr(res.path)) < 200
+    single = rproxjax.sparse_pca(SMALL, 2, mu=0.1, passes=2)
+    assert "FitResult(params (16, 2)" in repr(single.history) and len(repr(single.history)) < 200
+
+
+def test_float64_data_computed_in_float32_warn_at_the_callers_line(tmp_path):
+    """With x64 off, float64 data run in float32: a UserWarning naming the argument, at the
+    caller's line; float32 data do not warn."""
+    import subprocess
+    import sys
+
+    from tests.subprocess_env import subprocess_env
+
+    script = tmp_path / "user.py"
+    script.write_text(
+        "import warnings, numpy as np, rproxjax\n"
+        "warnings.simplefilter('default')\n"
+        "a = np.random.default_rng(0).standard_normal((60, 8)) + 1.0\n"
+        "rproxjax.sparse_pca(a, 2, mu=0.1, passes=1)\n"
+        "rproxjax.sparse_pca(a.astype(np.float32), 2, mu=0.1, passes=1)\n"
+        "m = np.outer(np.arange(1.0, 13.0), np.arange(1.0, 9.0))\n"
+        "rproxjax.robust_matrix_completion(m, np.ones(m.shape, bool), 1, throw=False)\n")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         env=subprocess_env(JAX_ENABLE_X64="0"), timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = [line for line in out.stderr.splitlines() if "is computed in float32" in line]
+    assert len(lines) == 2, out.stderr[-2000:]
+    assert lines[0].startswith(f"{script}:4: UserWarning: data is float64")
+    assert lines[1].startswith(f"{script}:7: UserWarning: M is float64")

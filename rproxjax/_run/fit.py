@@ -103,6 +103,17 @@ class FitResult(NamedTuple):
     epoch_time: Array
     key: PRNGKey
 
+    def __repr__(self) -> str:
+        shapes = ", ".join(str(tuple(np.shape(p))) for p in jax.tree.leaves(self.params))
+        loss = self.epoch_loss
+        if isinstance(loss, jax.core.Tracer) or np.size(loss) == 0:
+            end = f"{np.shape(loss)[0] - 1 if np.ndim(loss) else 0} epochs"
+        else:
+            end = (f"{np.size(loss) - 1} epochs, loss {float(np.asarray(loss)[0]):.6g} -> "
+                   f"{float(np.asarray(loss)[-1]):.6g}, {int(np.asarray(self.epoch_ifo)[-1])} "
+                   "IFOs")
+        return f"FitResult(params {shapes}, {end})"
+
 
 @dataclasses.dataclass(frozen=True)
 class _Settings:

@@ -182,7 +182,10 @@ def _matrix(M, dtype):
     elif arr.dtype.kind not in "iuf":
         raise TypeError(f"M must hold real numbers (floating or integer), got dtype "
                         f"{arr.dtype}.")
-    dtype = jax.dtypes.canonicalize_dtype(np.dtype(dtype))
+    canonical = jax.dtypes.canonicalize_dtype(np.dtype(dtype))
+    _checks.warn_if_single("M" if dtype is arr.dtype else "dtype", dtype, canonical,
+                           stacklevel=3)
+    dtype = canonical
     if dtype not in (np.float32, np.float64):
         raise TypeError(f"dtype must be float32 or float64, got {dtype} (float16 and bfloat16 "
                         "are too coarse for U^T U = I).")

@@ -76,6 +76,11 @@ class SparsePCAPath(NamedTuple):
     explained_variance: Array
     adjusted_variance: Array
 
+    def __repr__(self) -> str:
+        mu = np.asarray(self.mu)
+        return (f"SparsePCAPath({mu.size} values of mu from {mu.min():.3g} to {mu.max():.3g}, "
+                f"nonzeros from {int(np.min(self.nonzeros))} to {int(np.max(self.nonzeros))})")
+
 
 class SparsePCAResult(NamedTuple):
     """What :func:`sparse_pca` returns (its example shows one).
@@ -128,6 +133,17 @@ class SparsePCAResult(NamedTuple):
     path: SparsePCAPath | None
     settings: dict[str, Any]
 
+    def __repr__(self) -> str:
+        d, r = np.shape(self.loadings)
+        mu = np.asarray(self.mu)
+        mu_text = f"{float(mu):.4g}" if mu.ndim == 0 else "[" + ", ".join(
+            f"{float(m):.3g}" for m in mu) + "]"
+        return (f"SparsePCAResult({d} x {r}, method={self.method!r}, mu={mu_text}, "
+                f"nonzeros={self.nonzeros}, adjusted_variance="
+                f"{float(self.adjusted_variance):.4f}, explained_variance="
+                f"{float(self.explained_variance):.4f}, passes={self.passes:.3g}"
+                f"{'' if self.path is None else f', path of {np.size(self.path.mu)} mu'})")
+
     @property
     def components(self) -> Array:
         """The former name of :attr:`loadings` (the same d x r array; deprecated, removed
@@ -150,7 +166,7 @@ class SparsePCAResult(NamedTuple):
           ValueError: for ``data`` that is not 2-D, has other than d columns, or has a
             floating dtype other than float32 and float64.
         """
-        data = _as_matrix("data", data, None)
+        data = _as_matrix("data", data, None, stacklevel=3)
         if data.shape[1] != self.loadings.shape[0]:
             raise ValueError(f"data must have d = {self.loadings.shape[0]} columns, got "
                              f"shape {data.shape}.")
@@ -160,16 +176,20 @@ class SparsePCAResult(NamedTuple):
 # ------------------------------------------------------------------------ input
 
 
-def _as_matrix(name: str, data: Any, dtype: DTypeLike | None) -> Array:
+def _as_matrix(name: str, data: Any, dtype: DTypeLike | None, stacklevel: int = 4) -> Array:
     """A 2-D floating JAX array from an array or a nested list of real numbers (integers
     and booleans become ``dtype`` or JAX's default float); complex values are an error, not
-    cut to their real part."""
+    cut to their real part. A float64 input computed in float32 (x64 off) warns, at the
+    caller ``stacklevel`` frames up."""
     if isinstance(data, list | tuple):
         data = _from_list(name, data)
     if _checks.not_a_number(data) or not hasattr(data, "shape"):
         raise TypeError(f"{name} must be a 2-D array (NumPy or JAX), got "
                         f"{type(data).__name__}.")
+    given = getattr(data, "dtype", None)
     data = _checks.array_tree(name, data)
+    if dtype is None and given is not None and given.kind == "f":
+        _checks.warn_if_single(name, given, data.dtype, stacklevel=stacklevel)
     if jnp.issubdtype(data.dtype, jnp.complexfloating):  # after any conversion to an array
         raise TypeError(f"{name} must hold real numbers (floating, integer or boolean), got "
                         f"dtype {data.dtype}.")
