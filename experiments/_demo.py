@@ -79,6 +79,46 @@ def save(results, settings, path) -> pathlib.Path:
     return path
 
 
+def replay(doc: dict, method: str) -> dict:
+    """Reruns one method of a recorded demonstration (a file :func:`save` wrote) with the
+    present library: :func:`rproxjax._demo.run` at the recorded settings, with that method
+    alone and JAX's float64 switch as it was recorded (the demonstration runs in float32).
+
+    Args:
+      doc: the record (``results/demo.json`` read as JSON).
+      method: one of its methods (``"R-ProxSPB"``, ``"R-ProxSGD"``, ``"R-Subgrad"``).
+
+    Returns:
+      The method's summary as :func:`save` records it (:data:`FIELDS`), for comparison with
+      ``doc["results"][method]``: the same numbers where the library still computes what it
+      computed then (the times differ).
+
+    Raises:
+      KeyError: ``method`` is not in the record.
+      ValueError: the record is not a demonstration's, or its steps are no longer the
+        demonstration's (:data:`rproxjax._demo.STEPS`): the record is then stale, whatever
+        the replay gives.
+    """
+    import jax
+
+    import rproxjax
+    from rproxjax import _demo
+
+    if doc.get("kind") != "demo":
+        raise ValueError("not a demonstration's record (kind 'demo').")
+    if method not in doc["results"]:
+        raise KeyError(f"{method!r} is not a method of the record: {sorted(doc['results'])}.")
+    st = doc["settings"]
+    if st["steps"] != {name: dict(steps) for name, steps in _demo.STEPS.items()}:
+        raise ValueError(f"the record's steps {st['steps']} are no longer the "
+                         f"demonstration's {dict(_demo.STEPS)}: rerun it.")
+    run = {k: st[k] for k in ("n", "r", "mu", "budget", "q", "batch_size", "seed")}
+    with jax.enable_x64(bool(doc["machine"]["x64"])):
+        methods = {method: _demo._methods(rproxjax.l1(st["mu"]), st["q"])[method]}
+        results = _demo.run(**run, plot=False, methods=methods)
+    return {k: results[method][k] for k in FIELDS}
+
+
 def _device(text: str) -> str:
     """``platform: kind`` as recorded, once where the two agree (``cpu: cpu``)."""
     platform, _, kind = text.partition(": ")

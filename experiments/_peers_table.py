@@ -282,6 +282,62 @@ def run(name, cfg, out_dir, *, force=False, progress=True) -> dict:
     return store.finish(summarize(store.data))
 
 
+def config_of(result: dict):
+    """The :class:`experiments.PeersConfig` a results file records (its lists back to
+    tuples; the peers' recorded settings beside it, ``peer_blas_threads`` and
+    ``nonzero_tol``, are the runners' fixed values)."""
+    from experiments._configs import PeersConfig
+
+    saved = result["config"]
+    return PeersConfig(**{f.name: tuple(saved[f.name]) if isinstance(saved[f.name], list)
+                          else saved[f.name] for f in dataclasses.fields(PeersConfig)})
+
+
+def replay(result: dict, key: str) -> dict:
+    """Recomputes the reported run ``key`` of a peers results file with the present library
+    (R-ProxSPB) or the installed peer (SPAMS, scikit-learn), at its recorded setting, seed
+    and budget.
+
+    Args:
+      result: a peers results file (:func:`experiments.load`).
+      key: a reported run's unit: ``"R-ProxSPB/operating_point/seed=<seed>"`` (the timed
+        run, by :func:`rproxjax.fit`), ``"SPAMS/<gamma1>/lambda2=<lambda2>/seed=<seed>"`` or
+        ``"MiniBatchSparsePCA/<alpha>/seed=<seed>"``.
+
+    Returns:
+      The unit as :func:`run` computes it now, for comparison with
+      ``result["units"][key]``: the same loss and loadings metrics where the computation is
+      unchanged (the times differ).
+
+    Raises:
+      KeyError: ``key`` is not such a reported run of the file.
+      ValueError: the file is not a peers experiment.
+      ImportError: the peer's package is not installed.
+    """
+    from experiments import _peers
+
+    if result.get("config", {}).get("kind") != "peers":
+        raise ValueError(f"{result.get('name')!r} is not a peers results file.")
+    method = key.split("/", 1)[0]
+    if (method not in (OURS,) + PEERS or key.startswith(OURS + "/mu=")
+            or (method == OURS and "/operating_point/" not in key)):
+        raise KeyError(f"{key!r} is not a reported run (R-ProxSPB/operating_point/seed=..., "
+                       "SPAMS/... or MiniBatchSparsePCA/...).")
+    saved = result["units"][key]
+    cfg = config_of(result)
+    dtype = check_dtype(cfg.dtype)
+    data = jnp.asarray(load_data(cfg.dataset, cfg.n, cfg.data_seed, dtype))
+    if method == OURS:
+        return _timed(cfg, data, saved["eta"], saved["penalty"], saved["seed"])
+    budget = result["units"]["setup"]["budget"]
+    kw = {} if saved.get("lambda2") is None else {"lambda2": saved["lambda2"]}
+    fn = _peers.run_spams if method == "SPAMS" else _peers.run_sklearn
+    summary, _ = fn(np.asarray(data), r=cfg.r, penalty=saved["penalty"], budget_ifo=budget,
+                    batch_size=cfg.batch_size, seed=saved["seed"],
+                    blas_threads=result["config"].get("peer_blas_threads", 1), **kw)
+    return dict(summary, seed=int(saved["seed"]), over_budget=summary["ifo"] > budget, **kw)
+
+
 # ---------------------------------------------------------------- summary (from saved units)
 
 def _reported_rows(units) -> list[dict]:

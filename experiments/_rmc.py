@@ -346,6 +346,47 @@ def _reported_seed(store, name, cfg, seed, chosen, progress):
         store.put("images", images)
 
 
+def config_of(result: dict):
+    """The :class:`experiments.RMCConfig` a results file records (its lists back to tuples).
+    The grid is the one the file starts from; the chosen steps are in its units."""
+    from experiments._configs import RMCConfig
+
+    saved = result["config"]
+    return RMCConfig(**{f.name: tuple(saved[f.name]) if isinstance(saved[f.name], list)
+                        else saved[f.name] for f in dataclasses.fields(RMCConfig)})
+
+
+def replay(result: dict, key: str) -> dict:
+    """Recomputes the reported run ``key`` (``"run/<method>/seed=<seed>"``) of an RMC results
+    file with the present library: the same seed's problem (mask, outliers, U0), the run's
+    recorded step (``eta``, ``step_scale``) and the file's configuration, by
+    :func:`curve_run`.
+
+    Returns:
+      :func:`curve_run`'s unit (its curves ``ifo_curve``, ``F_curve``, ``error_curve``,
+      ``fit_loss_curve``; the time differs) and ``F``, ``error`` at its end, for comparison
+      with ``result["units"][key]``.
+
+    Raises:
+      KeyError: ``key`` is not a reported run of the file.
+      ValueError: the file is not an RMC experiment.
+    """
+    if result.get("config", {}).get("kind") != "rmc":
+        raise ValueError(f"{result.get('name')!r} is not an RMC results file.")
+    parts = key.split("/")
+    if len(parts) != 3 or parts[0] != "run" or parts[1] not in METHODS:
+        raise KeyError(f"{key!r} is not a reported run (run/<method>/seed=<seed>).")
+    saved = result["units"][key]
+    cfg = config_of(result)
+    check_dtype(cfg.dtype)
+    seed = int(parts[2].removeprefix("seed="))
+    prob, u0, _, median = video_problem(cfg, seed)[:4]
+    res = curve_run(parts[1], float(saved["eta"]), float(saved["step_scale"]), prob, u0, seed,
+                    cfg, median)
+    res.pop("params")
+    return res | {"F": res["F_curve"][-1], "error": res["error_curve"][-1]}
+
+
 QUOTE = ("For fair comparison, we report the results of all algorithms using the same budget "
          "of stochastic gradients, which is $4|\\Omega|$. The results in Figure "
          "\\ref{rmc_fig} clearly show the advantage of our R-ProxSPB and R-ProxSGD algorithms "
