@@ -364,14 +364,7 @@ def test_the_demonstration_replays_to_float32_rounding():
 
 #: Methods whose record the present library no longer reproduces bit for bit (strict xfails:
 #: each fails here once the record is regenerated and must leave this set).
-DEMO_ROUNDED = {
-    "R-ProxSPB": "recorded at eec4cb3, before 9d587cf and 38b2da5 reordered products in the "
-                 "subproblem (X^T materialized): float32 rounding, loss 45.43026 -> 45.43073, "
-                 "nonzeros 681 -> 684; python -m experiments --demo regenerates it (30 s)",
-    "R-ProxSGD": "recorded at eec4cb3, before 9d587cf and 38b2da5 reordered products in the "
-                 "subproblem: float32 rounding, the loss one ulp (8.6e-8) higher, ||X^T X - I||"
-                 " 2.30e-6 -> 1.88e-6; python -m experiments --demo regenerates it (30 s)",
-}
+DEMO_ROUNDED: dict[str, str] = {}
 
 
 @pytest.mark.skipif(not DEMO.exists(), reason="no results/ folder (an installed copy)")
