@@ -275,28 +275,27 @@ _FLAT = MappingProxyType({
 })
 
 
+def _as_value(field: str, value, by_name, kinds: tuple[type, ...], example: str):
+    """``value`` as one of ``kinds``: itself, or the default value its name selects."""
+    if isinstance(value, str):
+        if value not in by_name:
+            raise ValueError(f"SSN.{field} must be one of {tuple(by_name)} or a value "
+                             f"({example}, ...), got {value!r}.")
+        return by_name[value]()
+    if not isinstance(value, kinds):
+        raise ValueError(f"SSN.{field} must be one of "
+                         f"{', '.join(f'rproxjax.{k.__name__}(...)' for k in kinds)} or one "
+                         f"of {tuple(by_name)}, got {value!r}.")
+    return value
+
+
 def _as_rule(rule):
-    if isinstance(rule, str):
-        if rule not in _RULES:
-            raise ValueError(f"SSN.rule must be one of {METHODS} or a rule value "
-                             f"(rproxjax.Secant(), ...), got {rule!r}.")
-        return _RULES[rule]()
-    if not isinstance(rule, (Secant, Adaptive, Reference)):
-        raise ValueError("SSN.rule must be rproxjax.Secant(...), Adaptive(...), Reference() "
-                         f"or one of {METHODS}, got {rule!r}.")
-    return rule
+    return _as_value("rule", rule, _RULES, (Secant, Adaptive, Reference), "rproxjax.Secant()")
 
 
 def _as_linear_solver(solver):
-    if isinstance(solver, str):
-        if solver not in _LINEAR_SOLVERS:
-            raise ValueError(f"SSN.linear_solver must be one of {tuple(_LINEAR_SOLVERS)} or a "
-                             f"solver value (rproxjax.Dense(), ...), got {solver!r}.")
-        return _LINEAR_SOLVERS[solver]()
-    if not isinstance(solver, (Dense, CG, AutoLinearSolver)):
-        raise ValueError("SSN.linear_solver must be rproxjax.Dense(), CG(), "
-                         f"AutoLinearSolver(...) or a name, got {solver!r}.")
-    return solver
+    return _as_value("linear_solver", solver, _LINEAR_SOLVERS, (Dense, CG, AutoLinearSolver),
+                     "rproxjax.Dense()")
 
 
 def _apply_flat(rule, solver, flat: dict):
