@@ -120,7 +120,7 @@ def test_progress_must_be_a_bool(planted):
 
 
 @pytest.mark.parametrize("tqdm", [True, False], ids=["tqdm", "own-line"])
-def test_progress_bar_on_a_terminal_and_nothing_elsewhere(planted, monkeypatch, tqdm):
+def test_progress_bar_on_a_terminal_and_lines_elsewhere(planted, monkeypatch, tqdm):
     data, x0, _ = planted
     if tqdm:
         pytest.importorskip("tqdm")
@@ -132,11 +132,14 @@ def test_progress_bar_on_a_terminal_and_nothing_elsewhere(planted, monkeypatch, 
                  recording=Recording(progress=True))
     shown = terminal.getvalue()
     assert "4/4" in shown and "IFO/n = 4.00" in shown and "F = " in shown
-    pipe = io.StringIO()  # not a terminal: nothing drawn
+    pipe = io.StringIO()  # not a terminal: whole lines, one per epoch of 4 (each a tenth)
     monkeypatch.setattr(sys, "stderr", pipe)
     rproxjax.fit(_sgd(), _loss, x0, data, key=jax.random.key(0), **KW,
                  recording=Recording(progress=True))
-    assert pipe.getvalue() == ""
+    lines = pipe.getvalue().split("\n")
+    assert lines[-1] == "" and "\r" not in pipe.getvalue()  # every line ends complete
+    assert [line.split()[2] for line in lines[:-1]] == ["1/4", "2/4", "3/4", "4/4"]
+    assert "IFO/n = 4.00" in lines[-2]
     monkeypatch.setattr(sys, "stderr", terminal := _Terminal())
     rproxjax.fit(_sgd(), _loss, x0, data, key=jax.random.key(0), **KW)  # progress off
     assert terminal.getvalue() == ""
@@ -249,7 +252,8 @@ def test_a_sparse_pca_path_reports_its_rounds(monkeypatch, caplog):
     rounds = [r.getMessage() for r in caplog.records if r.getMessage().startswith("path round")]
     assert rounds and rounds[0].startswith("path round 1: 12 values of mu")
     assert len(rounds) == 1 + (res.path.mu.shape[0] - 12) // 8
-    assert "path round" in terminal.getvalue()
+    shown = re.findall(r"\b(\d+)/(\d+)\b", terminal.getvalue())  # tqdm's or the own line
+    assert shown[-1] == (str(len(rounds)),) * 2  # the bar finishes at the rounds run
 
 
 def test_robust_matrix_completion_draws_its_epochs(monkeypatch):
@@ -297,3 +301,81 @@ def test_two_threads_each_report_their_own_progress(monkeypatch):
     for total in totals:
         done = [int(k) for k in re.findall(rf"\b(\d+)/{total}\b", text)]
         assert max(done) == total, text[-2000:]  # complete, never beyond its total
+
+
+def test_off_a_terminal_at_most_a_line_per_tenth_and_the_last(monkeypatch):
+    """A run of 100 epochs off a terminal: 11 whole lines (the first epoch, each tenth);
+    one of 25 stopped by its callback at 13: its last epoch is written when it closes."""
+    pipe = io.StringIO()
+    monitor = Monitor(100, 10, progress=True, stream=pipe)
+    for epoch in range(1, 101):
+        monitor.update(rproxjax.EpochInfo(epoch, 100, None, None, 1.0, 10 * epoch, 0.0, None))
+    monitor.close(None)
+    lines = pipe.getvalue().split("\n")
+    assert lines[-1] == "" and "\r" not in pipe.getvalue()
+    assert [line.split()[2] for line in lines[:-1]] == \
+        ["1/100"] + [f"{k}/100" for k in range(10, 101, 10)]
+    pipe = io.StringIO()
+    monitor = Monitor(25, 10, progress=True, stream=pipe)
+    for epoch in range(1, 14):
+        monitor.update(rproxjax.EpochInfo(epoch, 25, None, None, 1.0, 10 * epoch, 0.0, None))
+    monitor.close(None)
+    assert pipe.getvalue().split("\n")[-2].split()[2] == "13/25"
+
+
+def test_in_a_notebook_without_tqdm_whole_lines(monkeypatch):
+    from rproxjax._run import monitor
+
+    monkeypatch.setattr(monitor, "_in_notebook", lambda: True)
+    monkeypatch.setitem(sys.modules, "tqdm.auto", None)  # tqdm is not installed
+    pipe = io.StringIO()
+    bar = monitor._bar(3, pipe)
+    for k in (1, 2, 3):
+        bar.update(k, "text")
+    monitor._close_bar(bar)
+    assert pipe.getvalue() == "".join(f"rproxjax: epoch {k}/3  text\n" for k in (1, 2, 3))
+
+
+def test_a_compile_notice_on_a_first_call_only_and_silence_without_progress(monkeypatch):
+    rng = np.random.default_rng(1)
+    data = rng.standard_normal((37, 9)).astype(np.float32)  # shapes no other test uses
+    monkeypatch.setattr(sys, "stderr", quiet := io.StringIO())
+    rproxjax.sparse_pca(data, 2, passes=2, method="r_prox_sgd")  # progress off: compiles
+    assert quiet.getvalue() == ""
+    data = rng.standard_normal((41, 9)).astype(np.float32)
+    for kw in (dict(passes=2), dict(nonzeros=6, passes=2)):  # a run, then a path
+        monkeypatch.setattr(sys, "stderr", first := io.StringIO())
+        rproxjax.sparse_pca(data, 2, method="r_prox_sgd", progress=True, **kw)
+        monkeypatch.setattr(sys, "stderr", second := io.StringIO())
+        rproxjax.sparse_pca(data * 2, 2, method="r_prox_sgd", progress=True, **kw)
+        notices = [line for line in first.getvalue().split("\n") if "compiling" in line]
+        assert len(notices) == 1 and notices[0].startswith("rproxjax: compiling the r_prox_sgd")
+        assert "compiling" not in second.getvalue() and "rproxjax:" in second.getvalue()
+
+
+@pytest.mark.parametrize("stream", ["pipe", "terminal-tqdm", "terminal-own-line"])
+def test_log_records_never_share_a_line_with_the_bar(monkeypatch, stream):
+    if stream == "terminal-tqdm":
+        pytest.importorskip("tqdm")
+    elif stream == "terminal-own-line":
+        monkeypatch.setitem(sys.modules, "tqdm.auto", None)
+    out = io.StringIO() if stream == "pipe" else _Terminal()
+    monkeypatch.setattr(sys, "stderr", out)
+    handler = logging.StreamHandler(out)  # logging on, to the same stderr
+    handler.setFormatter(logging.Formatter("LOG %(levelname)s %(message)s"))
+    lib = logging.getLogger("rproxjax")
+    level = lib.level
+    lib.addHandler(handler)
+    lib.setLevel(logging.DEBUG)
+    try:
+        rproxjax.sparse_pca(_spca_data(), 2, nonzeros=10, passes=2, progress=True)
+        rproxjax.sparse_pca(_spca_data(), 2, passes=3, progress=True)  # DEBUG per epoch
+    finally:
+        lib.removeHandler(handler)
+        lib.setLevel(level)
+    shown = [line.split("\r")[-1] for line in out.getvalue().split("\n")]  # as displayed
+    records = [line for line in shown if "LOG" in line]
+    assert any("path round 1" in r for r in records) and any("epoch 1/" in r for r in records)
+    for line in records:
+        assert line.startswith("LOG ") and "rproxjax:" not in line, out.getvalue()
+    assert not lib.handlers

@@ -6,9 +6,12 @@ them, hands an :class:`EpochInfo` to a :class:`Monitor`, which
 * calls the user's ``callback(info)`` (:class:`rproxjax.Recording`'s ``callback``): a true
   return value stops the run there (the result holds the epochs run so far, resumable with
   its state and key);
-* draws a progress bar on stderr when ``Recording(progress=True)`` and stderr is a terminal
+* reports progress on stderr when ``Recording(progress=True)``: on a terminal a bar
   (``tqdm`` when it is installed, the optional extra ``rproxjax[progress]``, else a
-  one-line display of its own); off a terminal it draws nothing;
+  one-line display of its own), in a Jupyter notebook ``tqdm.auto``'s bar (when installed),
+  elsewhere (pipes, CI logs; notebooks without tqdm) a whole line per tenth of the run;
+  a log record of the library's logger first ends the bar's line, so the two never share
+  one; nothing at all when progress is off;
 * logs a record per epoch at DEBUG level and one per run at INFO level to the logger
   ``"rproxjax"``, which has no handler of its own (configure :mod:`logging` to see them).
 
@@ -88,20 +91,66 @@ def _is_terminal(stream) -> bool:
 
 
 class _Line:
-    """A one-line progress display of its own (when tqdm is not installed)."""
+    """A one-line progress display of its own on a terminal (when tqdm is not installed)."""
 
     def __init__(self, total, stream, unit):
         self.total, self.stream, self.width, self.unit = total, stream, 0, unit
+        self.done, self.text = 0, ""
 
     def update(self, done, text):
+        self.done, self.text = done, text
         line = f"rproxjax: {self.unit} {done}/{self.total}  {text}"
         self.stream.write("\r" + line.ljust(self.width))
         self.stream.flush()
         self.width = len(line)
 
+    def finish(self):
+        """Ends at its last update (the run took fewer stages than planned)."""
+        self.total = self.done
+        self.update(self.done, self.text)
+
+    def break_line(self):
+        """Ends the drawn line, so that what is written next starts on a new one."""
+        if self.width:
+            self.stream.write("\n")
+            self.stream.flush()
+            self.width = 0
+
     def close(self):
         self.stream.write("\n")
         self.stream.flush()
+
+
+class _Plain:
+    """Off a terminal (a pipe, a CI log, a notebook without tqdm): a whole line per update,
+    at most one per tenth of the total (the first, each tenth reached, the last)."""
+
+    def __init__(self, total, stream, unit):
+        self.total, self.stream, self.unit = total, stream, unit
+        self.done, self.text, self.shown, self.tenth = 0, "", None, -1
+
+    def _write(self):
+        self.stream.write(f"rproxjax: {self.unit} {self.done}/{self.total}  {self.text}\n")
+        self.stream.flush()
+        self.shown = self.done
+
+    def update(self, done, text):
+        self.done, self.text = done, text
+        tenth = 10 * done // max(self.total, 1)
+        if tenth > self.tenth or done >= self.total:
+            self.tenth = tenth
+            self._write()
+
+    def finish(self):
+        self.total = self.done
+        self._write()
+
+    def break_line(self):
+        pass
+
+    def close(self):
+        if self.done and self.shown != self.done:  # the last update was throttled
+            self._write()
 
 
 class _Tqdm:
@@ -112,16 +161,89 @@ class _Tqdm:
         self.bar.set_postfix_str(text, refresh=False)
         self.bar.update(done - self.bar.n)
 
+    def finish(self):
+        self.bar.total = self.bar.n
+        self.bar.refresh()
+
+    def break_line(self):
+        self.bar.clear()  # the record is written where the bar was; the bar redraws below
+
     def close(self):
         self.bar.close()
 
 
-def _bar(total, stream, unit="epoch"):
+def _in_notebook() -> bool:
+    """Whether this runs in a Jupyter kernel (IPython with a kernel)."""
+    ipython = sys.modules.get("IPython")
+    get = getattr(ipython, "get_ipython", None)
     try:
-        from tqdm.auto import tqdm
-    except ImportError:
-        return _Line(total, stream, unit)
-    return _Tqdm(tqdm, total, stream, unit)
+        shell = get() if get is not None else None
+    except Exception:  # noqa: BLE001 (an IPython in an odd state: not a notebook)
+        return False
+    return shell is not None and hasattr(shell, "kernel")
+
+
+_OPEN: list = []  # the bars drawn now (any thread), whose line a log record must not share
+_OPEN_LOCK = threading.Lock()
+
+
+def _bar(total, stream, unit="epoch"):
+    """A progress display: on a terminal tqdm's bar (when installed) or a line of its own;
+    in a notebook ``tqdm.auto``'s (when installed); elsewhere whole lines (:class:`_Plain`)."""
+    terminal = _is_terminal(stream)
+    if terminal or _in_notebook():
+        try:
+            from tqdm.auto import tqdm
+        except ImportError:
+            bar = _Line(total, stream, unit) if terminal else _Plain(total, stream, unit)
+        else:
+            bar = _Tqdm(tqdm, total, stream, unit)
+    else:
+        bar = _Plain(total, stream, unit)
+    with _OPEN_LOCK:
+        _OPEN.append(bar)
+    return bar
+
+
+def _close_bar(bar) -> None:
+    with _OPEN_LOCK:
+        if bar in _OPEN:
+            _OPEN.remove(bar)
+    bar.close()
+
+
+def _break_lines() -> None:
+    """Ends the lines of the bars drawn now, so that what is written next (a log record, a
+    notice) starts on a new line."""
+    with _OPEN_LOCK:
+        bars = list(_OPEN)
+    for bar in bars:
+        bar.break_line()
+
+
+class _ApartFromBars(logging.Filter):
+    """On the library's logger: a record to be emitted first ends the bars' lines (it passes
+    every record; it is only called for records of enabled levels)."""
+
+    def filter(self, record):
+        if _OPEN:
+            _break_lines()
+        return True
+
+
+if not any(isinstance(f, _ApartFromBars) for f in logger.filters):
+    logger.addFilter(_ApartFromBars())
+
+
+def compile_notice(progress: bool, what: str, stream=None) -> None:
+    """With ``progress``, a line on stderr saying that ``what`` compiles now (a first call),
+    the longest wait of a first call."""
+    if progress:
+        stream = sys.stderr if stream is None else stream
+        _break_lines()
+        stream.write(f"rproxjax: compiling {what} (first call for these shapes and "
+                     "settings) ...\n")
+        stream.flush()
 
 
 def check_progress(progress) -> None:
@@ -141,7 +263,7 @@ class Monitor:
     Args:
       total: epochs (chunks) of the run.
       n: samples per pass (the data set's n; online, the batch size), for IFO/n.
-      progress: draw a progress bar when ``stream`` is a terminal.
+      progress: report progress on ``stream`` (a bar on a terminal, lines elsewhere).
       callback: ``callback(info: EpochInfo)``; a true return value stops the run.
       stream: where the bar goes (default ``sys.stderr``, read when the run starts).
     """
@@ -152,7 +274,7 @@ class Monitor:
         check_callback(callback)
         stream = sys.stderr if stream is None else stream
         self.total, self.n, self.callback = total, n, callback
-        self.bar = _bar(total, stream) if progress and _is_terminal(stream) else None
+        self.bar = _bar(total, stream) if progress else None
         self.stopped_at: int | np.ndarray | None = None
 
     def _text(self, info) -> str:
@@ -177,7 +299,8 @@ class Monitor:
     def close(self, info: EpochInfo | None) -> None:
         """Ends the bar and logs the run's outcome."""
         if self.bar is not None:
-            self.bar.close()
+            _close_bar(self.bar)
+            self.bar = None
         if info is not None and logger.isEnabledFor(logging.INFO):
             logger.info("run ended after %d of %d epochs: %s, %.3g s", info.epoch,
                         self.total, self._text(info), float(info.time))
@@ -276,12 +399,12 @@ class Relay:
 
 class Stages:
     """A progress bar over the stages of a task (e.g. the rounds of a regularization path),
-    on a terminal only; each stage is also logged at INFO level."""
+    drawn as :class:`Monitor`'s; each stage is also logged at INFO level."""
 
     def __init__(self, total: int, progress: bool, what: str, stream=None):
         stream = sys.stderr if stream is None else stream
-        self.bar = _bar(total, stream, what) if progress and _is_terminal(stream) else None
-        self.what, self.done = what, 0
+        self.bar = _bar(total, stream, what) if progress else None
+        self.what, self.done, self.total = what, 0, total
 
     def update(self, text: str) -> None:
         self.done += 1
@@ -289,6 +412,11 @@ class Stages:
         if self.bar is not None:
             self.bar.update(self.done, text)
 
-    def close(self) -> None:
+    def close(self, complete: bool = True) -> None:
+        """Ends the bar; ``complete`` (the task ended): at its last stage, which becomes its
+        total when the task took fewer stages than planned."""
         if self.bar is not None:
-            self.bar.close()
+            if complete and 0 < self.done < self.total:
+                self.bar.finish()
+            _close_bar(self.bar)
+            self.bar = None

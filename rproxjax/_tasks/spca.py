@@ -29,7 +29,7 @@ from rproxjax._regularizers import l1
 from rproxjax._results import Status
 from rproxjax._run import compile as _run_compile
 from rproxjax._run.fit import FitResult, pure_fit
-from rproxjax._run.monitor import RelayHub, Stages, check_progress
+from rproxjax._run.monitor import RelayHub, Stages, check_progress, compile_notice
 from rproxjax._run.options import Recording
 from rproxjax._ssn.config import SSN
 from rproxjax._tasks.refit import refit_best, refit_on_support
@@ -466,11 +466,11 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
         ``rproxjax.SSN()`` for ManPG).
       refit: refit the components on their support (above); the path's counts and
         variances are the runs' own, before the refit or any cut.
-      progress: a progress bar on stderr when it is a terminal (as in
-        :func:`rproxjax.fit`): a single run's epochs (its compiled program then reports
-        each epoch through ``jax.debug.callback``: one more compilation the first time),
-        or a path's rounds. The path's rounds are also logged at INFO level to the
-        logger ``"rproxjax"``.
+      progress: report on stderr (as in :func:`rproxjax.fit`: a bar on a terminal, whole
+        lines elsewhere): a line while a first call compiles, then a single run's epochs
+        (its compiled program then reports each epoch through ``jax.debug.callback``: one
+        more compilation the first time), or a path's rounds. The path's rounds are also
+        logged at INFO level to the logger ``"rproxjax"``.
 
     Returns:
       A :class:`SparsePCAResult`: the loadings (d x r), scores, explained variance (the paper's
@@ -525,6 +525,8 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
     if nonzeros is None:
         mu = 0.1 * mu_max if mu is None else mu
         program = _program_entry(method, kw, q, ssn, False, progress, consts)
+        if progress and program.run._cache_size() == 0:
+            compile_notice(progress, f"the {method} run")
         with program.hub.watch(n, progress) as relay:
             x, mu_out, history, ifo = _single(program.run,
                                               consts + ((relay,) if progress else ()), mu,
@@ -537,8 +539,11 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
     else:
         target = _positive_int("nonzeros", nonzeros, r, d * r)
         start = None if x0_given else np.asarray(prep["x0"])
+        path_program = _program(method, kw, q, ssn, True, False, consts)
+        if progress and path_program._cache_size() == 0:
+            compile_notice(progress, f"the {method} path")
         x, mu_out, path, ifo, settings["support"] = _target(
-            _program(method, kw, q, ssn, True, False, consts), consts, target, mu_max,
+            path_program, consts, target, mu_max,
             variance, r, np_dtype, progress, bool(refit), start)
         history = None
     (explained, adjusted, per_comp, nnz_cols), scores = _finish(x, centred)
@@ -710,8 +715,10 @@ def _path(program, consts, target, mu_max, variance, r, dtype, stages, cut=False
 
     try:
         _rounds(run, runs, mu_max, target, cut)
-    finally:
-        stages.close()
+    except BaseException:
+        stages.close(complete=False)
+        raise
+    stages.close()  # at its last round: the path's rounds, when fewer than planned
     return _best(runs, target, variance, dtype, cut)
 
 
