@@ -85,20 +85,32 @@ def run(name: str, *, size: str = "paper", out_dir="results", force: bool = Fals
     return module.run(name, cfg, out_dir, force=force, progress=progress)
 
 
-def claim_lines(result: dict) -> list[str]:
-    """The claims of a results file, recomputed from its units with the present accounting:
-    one line of counts per kind (the paper's claims, the project's panels, its checks, the
-    foregone comparisons), then one line per claim with its verdict over the seeds."""
-    from experiments import _claims
+def _label(row) -> str:
+    """A row's claim and kind (``C1 paper``), or its kind alone for the project's rows."""
+    return row["kind"] if row["claim"] == row["kind"] else f"{row['claim']} {row['kind']}"
+
+
+def claim_lines(result: dict, name: str | None = None) -> list[str]:
+    """The paper's claims of a results file by the paired rule (``experiments._paired.RULE``),
+    recomputed from its units: one line of counts (win / tie / mixed / loss of the counted
+    rows, and how many are shown but not counted), then one line per row with its verdict,
+    whether it counts and its numbers; then the project's remaining checks under v3's rule.
+    ``name``: the file's name (default: its configuration's)."""
+    from experiments import _claims, _paper_claims, _paper_report
     from experiments._report import summarize
 
-    claims = summarize(result)["claims"]
-    t = _claims.tally(claims)
-    names = {"paper": "the paper's claims", "panel": "the project's panels",
-             "check": "the project's checks"}
-    lines = [f"{names[k]}: {t[k]['pass']}/{t[k]['total']} pass, {t[k]['tie']} ties, "
-             f"{t[k]['mixed']} mixed, {t[k]['fail']} FAIL" for k in names if t[k]["total"]]
-    lines.append(f"foregone (not counted): {t['foregone']}")
-    lines += [f"  [{c['kind']}: {_claims.verdict(c)}] {c['claim']}: {c['numbers']}"
-              for c in claims]
+    name = name or result["config"].get("name", "")
+    v3 = summarize(result)["claims"]
+    rows = _paper_claims.rows(name, result, v3)
+    t = _paper_report.tally(rows)
+    lines = [f"the paper's claims (paired rule): {_paper_report.count_text(t) or 'none'} "
+             f"counted (win / tie / mixed / loss); {t['shown']} shown, not counted"]
+    lines += [f"  [{_label(r)}: {_paper_report._v4_cell(r)}] {r['a']} vs "
+              f"{r['b']}" + (f" ({r['axis']})" if r.get("axis") else "")
+              + (f", {r['panel']}" if r.get("panel") else "") + f": {r['numbers']}"
+              for r in rows]
+    checks = [c for c in v3 if c["kind"] == "check"]
+    if checks:
+        lines.append("the project's checks (v3's rule):")
+        lines += [f"  [{_claims.verdict(c)}] {c['claim']}: {c['numbers']}" for c in checks]
     return lines

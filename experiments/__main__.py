@@ -78,7 +78,7 @@ def main(argv=None) -> int:
         result = experiments.run(name, size=args.size, out_dir=args.out, force=args.force,
                                  progress=not args.quiet)
         print(name)
-        print("\n".join(experiments.claim_lines(result)))
+        print("\n".join(experiments.claim_lines(result, name)))
         if not args.no_plot:
             for path in experiments.plot(result, args.out):
                 print(f"  saved {path}")
