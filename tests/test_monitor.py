@@ -5,6 +5,7 @@ import io
 import logging
 import re
 import sys
+import types
 
 import jax
 import jax.numpy as jnp
@@ -326,7 +327,8 @@ def test_off_a_terminal_at_most_a_line_per_tenth_and_the_last(monkeypatch):
 def test_in_a_notebook_without_tqdm_whole_lines(monkeypatch):
     from rproxjax._run import monitor
 
-    monkeypatch.setattr(monitor, "_in_notebook", lambda: True)
+    kernel = types.SimpleNamespace(kernel=object())  # IPython's shell inside a kernel
+    monkeypatch.setitem(sys.modules, "IPython", types.SimpleNamespace(get_ipython=lambda: kernel))
     monkeypatch.setitem(sys.modules, "tqdm.auto", None)  # tqdm is not installed
     pipe = io.StringIO()
     bar = monitor._bar(3, pipe)

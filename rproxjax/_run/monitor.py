@@ -183,8 +183,52 @@ def _in_notebook() -> bool:
     return shell is not None and hasattr(shell, "kernel")
 
 
-_OPEN: list = []  # the bars drawn now (any thread), whose line a log record must not share
-_OPEN_LOCK = threading.Lock()
+class _ApartFromBars(logging.Filter):
+    """On the library's logger: the bars drawn now (any thread), and a filter that ends
+    their lines before a record is emitted, so that a record never shares a bar's line (it
+    passes every record; it is only called for records of enabled levels). The logger owns
+    it: :func:`_open_bars` finds it there."""
+
+    def __init__(self):
+        super().__init__()
+        self._bars: list = []
+        self._lock = threading.Lock()
+
+    def add(self, bar) -> None:
+        with self._lock:
+            self._bars.append(bar)
+
+    def remove(self, bar) -> None:
+        with self._lock:
+            if bar in self._bars:
+                self._bars.remove(bar)
+
+    def break_lines(self) -> None:
+        """Ends the lines of the bars drawn now, so that what is written next (a log
+        record, a notice) starts on a new line."""
+        with self._lock:
+            bars = list(self._bars)
+        for bar in bars:
+            bar.break_line()
+
+    def filter(self, record):
+        if self._bars:
+            self.break_lines()
+        return True
+
+
+def _open_bars() -> _ApartFromBars:
+    """The registry of the bars drawn now: the filter on the library's logger, installed on
+    first use (at import)."""
+    for f in logger.filters:
+        if isinstance(f, _ApartFromBars):
+            return f
+    found = _ApartFromBars()
+    logger.addFilter(found)
+    return found
+
+
+_open_bars()  # installed once, at import: threads then share one registry
 
 
 def _bar(total, stream, unit="epoch"):
@@ -200,39 +244,13 @@ def _bar(total, stream, unit="epoch"):
             bar = _Tqdm(tqdm, total, stream, unit)
     else:
         bar = _Plain(total, stream, unit)
-    with _OPEN_LOCK:
-        _OPEN.append(bar)
+    _open_bars().add(bar)
     return bar
 
 
 def _close_bar(bar) -> None:
-    with _OPEN_LOCK:
-        if bar in _OPEN:
-            _OPEN.remove(bar)
+    _open_bars().remove(bar)
     bar.close()
-
-
-def _break_lines() -> None:
-    """Ends the lines of the bars drawn now, so that what is written next (a log record, a
-    notice) starts on a new line."""
-    with _OPEN_LOCK:
-        bars = list(_OPEN)
-    for bar in bars:
-        bar.break_line()
-
-
-class _ApartFromBars(logging.Filter):
-    """On the library's logger: a record to be emitted first ends the bars' lines (it passes
-    every record; it is only called for records of enabled levels)."""
-
-    def filter(self, record):
-        if _OPEN:
-            _break_lines()
-        return True
-
-
-if not any(isinstance(f, _ApartFromBars) for f in logger.filters):
-    logger.addFilter(_ApartFromBars())
 
 
 def compile_notice(progress: bool, what: str, stream=None) -> None:
@@ -240,7 +258,7 @@ def compile_notice(progress: bool, what: str, stream=None) -> None:
     the longest wait of a first call."""
     if progress:
         stream = sys.stderr if stream is None else stream
-        _break_lines()
+        _open_bars().break_lines()
         stream.write(f"rproxjax: compiling {what} (first call for these shapes and "
                      "settings) ...\n")
         stream.flush()
