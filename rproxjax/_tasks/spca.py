@@ -524,17 +524,10 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
 
     if nonzeros is None:
         mu = 0.1 * mu_max if mu is None else mu
-        program = _program_entry(method, kw, q, ssn, False, progress, consts)
-        if progress and program.run._cache_size() == 0:
-            compile_notice(progress, f"the {method} run")
-        with program.hub.watch(n, progress) as relay:
-            x, mu_out, history, ifo = _single(program.run,
-                                              consts + ((relay,) if progress else ()), mu,
-                                              variance, r, np_dtype)
+        x, mu_out, history, ifo = _single_run(_program_entry(
+            method, kw, q, ssn, False, progress, consts), method, consts, mu, n, variance, r,
+            np_dtype, progress, bool(refit))
         path = None
-        if refit:
-            x = jax.device_put(refit_on_support(np.asarray(x), np.asarray(centred),
-                                             NONZERO_THRESHOLD)[0])
         settings["support"] = "run"
     else:
         target = _positive_int("nonzeros", nonzeros, r, d * r)
@@ -553,6 +546,21 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
         nonzeros=int(np.sum(np.asarray(nnz_cols))), nonzeros_per_component=nnz_cols,
         mu=mu_out, method=method, num_steps=steps, passes=ifo / n, history=history, path=path,
         settings=settings)
+
+
+def _single_run(program, method, consts, mu, n, variance, r, np_dtype, progress, refit):
+    """(X, mu, history, IFOs) of one run at ``mu`` by the cached ``program`` (its bar fed
+    through its hub; a compile notice on its first call), refitted on its support when
+    ``refit``."""
+    if progress and program.run._cache_size() == 0:
+        compile_notice(progress, f"the {method} run")
+    with program.hub.watch(n, progress) as relay:
+        x, mu_out, history, ifo = _single(program.run, consts + ((relay,) if progress else ()),
+                                          mu, variance, r, np_dtype)
+    if refit:
+        x = jax.device_put(refit_on_support(np.asarray(x), np.asarray(consts[3]),
+                                         NONZERO_THRESHOLD)[0])
+    return x, mu_out, history, ifo
 
 
 def _checked_arguments(data, n_components, mu, nonzeros, method, passes, refit, progress):
