@@ -43,7 +43,7 @@ from experiments._configs import (
     get_config,
 )
 from experiments._plots import plot
-from experiments._store import load
+from experiments._store import drop_units, load
 
 __all__ = [
     "CONFIGS",
@@ -52,6 +52,7 @@ __all__ = [
     "RMCConfig",
     "SPCAConfig",
     "claim_lines",
+    "drop_units",
     "get_config",
     "load",
     "plot",

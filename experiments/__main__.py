@@ -21,6 +21,10 @@ def _parser() -> argparse.ArgumentParser:
                         help="folder for JSON files and figures (default: results, or "
                              "results/tiny with --size tiny)")
     parser.add_argument("--force", action="store_true", help="recompute saved results")
+    parser.add_argument("--rerun", metavar="PATTERN", action="append", default=[],
+                        help="drop the saved units whose key matches PATTERN (fnmatch, e.g. "
+                             "'run/*/mu=0.2/*'; repeatable) before resuming, so that they run "
+                             "again at the present commit and on this machine")
     parser.add_argument("--no-plot", action="store_true")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     parser.add_argument("--demo", action="store_true",
@@ -74,7 +78,12 @@ def main(argv=None) -> int:
             experiments.get_config(name, args.size)  # fail early on a bad name
         except (KeyError, ValueError) as err:  # a usage error, not a traceback
             parser.error(str(err))
+    if args.rerun and (args.force or not names):
+        parser.error("--rerun goes with NAMEs and without --force")
     for name in names:
+        if args.rerun:
+            dropped = experiments.drop_units(args.out, name, args.rerun)
+            print(f"{name}: dropped {len(dropped)} unit(s) to rerun")
         result = experiments.run(name, size=args.size, out_dir=args.out, force=args.force,
                                  progress=not args.quiet)
         print(name)

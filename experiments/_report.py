@@ -121,7 +121,9 @@ def _tuning(rows) -> list[str]:
     lines = ["", "Tuning (mean final F over the tuning seeds at the reported budget; the "
              "neighbours are the pairs one grid step away on each axis, run at the same "
              r"budget; \* marks a choice the local search stopped at before it was the best "
-             "of its neighbours):", "",
+             "of its neighbours; R-Subgrad-1's choices at the paper's panels come from a "
+             "second search at the budget on an eta0 axis of ratio 2 around its tuned "
+             "choice, which they name):", "",
              "| method | panel | screen's best (eta, gamma) | choice (eta, gamma) | F | "
              "neighbours (eta, gamma): F | eta range | gamma range | pairs screened / at "
              "budget |", "|---|---|---|---|---|---|---|---|---|"]
@@ -134,6 +136,8 @@ def _tuning(rows) -> list[str]:
         near = "; ".join(f"{pair(e, g if gamma is not None else None)}: {f:.4f}"
                          for e, g, f in row["neighbours"])
         star = "" if row["converged"] else r"\*"
+        if row.get("refined_from") is not None:  # the baseline's ratio-2 search moved it
+            star += f" (ratio-2 search from {row['refined_from']:g})"
         lines.append(
             f"| {row['method']} | {row['label']} | "
             f"{pair(row['screen'][0], row['screen'][1] if gamma is not None else None)} | "

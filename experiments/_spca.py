@@ -43,16 +43,19 @@ import numpy as np
 import rproxjax
 from experiments._configs import SPCAConfig
 from experiments._spca_protocol import (
+    BASELINE_REFINE,
     BLOCK_METHODS,
     GAMMA_METHODS,
     METHODS,
     SINGLE_SAMPLE,
     STOCHASTIC,
     VARIANCE_METHODS,
+    choices,
     panel_mus,
+    refined_key,
 )
 from experiments._spca_summary import summarize
-from experiments._spca_tuning import tune
+from experiments._spca_tuning import refine, tune
 from experiments._store import Store, check_dtype, say
 from rproxjax import datasets, problems
 from rproxjax._contract import block_cost
@@ -131,11 +134,15 @@ def _seed_keys(seed: int):
     return key, jax.random.fold_in(key, 1)
 
 
+def _tuning_keys(cfg) -> list:
+    """One stacked (X0 key, sampling key) per tuning seed."""
+    return [jnp.stack(_seed_keys(s)) for s in cfg.tuning_seeds]
+
+
 def _tune(method, cfg, data, mus, gammas=None, checkpoint=None) -> dict:
     """The tuning of ``method`` on the tuning seeds (:func:`_spca_tuning.tune`)."""
-    keys = [jnp.stack(_seed_keys(s)) for s in cfg.tuning_seeds]
     return tune(method, cfg, data, mus, optimizer=optimizer, schedule=schedule,
-                seed_keys=keys, gammas=gammas, checkpoint=checkpoint)
+                seed_keys=_tuning_keys(cfg), gammas=gammas, checkpoint=checkpoint)
 
 
 def _put_tuning(store, key, method, cfg, data, mus, gammas=None) -> None:
@@ -220,14 +227,16 @@ def run(name, cfg, out_dir, *, force=False, progress=True) -> dict:
                              f" x {len(cfg.tuning_gammas)} gamma")
                           + f", {len(cfg.tuning_seeds)} tuning seeds)")
             _put_tuning(store, f"tuning/{method}", method, cfg, data, mus)
+    _refine_baseline(name, cfg, store, data, panels, progress)
     for i, panel in enumerate(panels):
         for method in METHODS:
-            choice = (store.get(f"tuning/{method}")["choices"][i]
+            choice = (choices(store.data["units"], method)[i]
                       if method in STOCHASTIC else {"eta": None, "gamma": None})
             eta, gamma = choice["eta"], choice["gamma"]
             for seed in cfg.seeds:
                 key = f"run/{method}/mu={panel['key']}/seed={seed}"
-                if not store.has(key):
+                # a run saved with another step (its method's choice since refined) reruns
+                if not store.has(key) or store.get(key)["eta"] != eta:
                     say(progress, f"{name}: {method}, {panel['label']}, eta = {eta}, "
                                    f"gamma = {gamma}, seed {seed}")
                     store.put(key, _run(method, eta, panel["mu"], cfg, data, seed, lipschitz,
@@ -238,6 +247,23 @@ def run(name, cfg, out_dir, *, force=False, progress=True) -> dict:
                                                  gamma))
     _gamma_panel(name, cfg, store, data, lipschitz, progress)
     return store.finish(summarize(store.data))
+
+
+def _refine_baseline(name, cfg, store, data, panels, progress):
+    """R-Subgrad-1 (the paper's baseline) tuned again at the budget on an eta axis of ratio
+    :data:`BASELINE_REFINE` around its choices at the paper's nominal panels
+    (:func:`experiments._spca_tuning.refine`), so that it is tuned as finely as the
+    proximal methods; saved as its own unit."""
+    key = refined_key(SINGLE_SAMPLE)
+    nominal = [i for i, p in enumerate(panels) if p["nominal"]]
+    if store.has(key) or not nominal:
+        return
+    say(progress, f"{name}: refining {SINGLE_SAMPLE}'s step (ratio {BASELINE_REFINE:g}) at "
+                  f"{len(nominal)} panel(s)")
+    store.put(key, refine(SINGLE_SAMPLE, cfg, data, [p["mu"] for p in panels],
+                          store.get(f"tuning/{SINGLE_SAMPLE}"), nominal,
+                          ratio=BASELINE_REFINE, optimizer=optimizer, schedule=schedule,
+                          seed_keys=_tuning_keys(cfg)))
 
 
 def _gamma_panel(name, cfg, store, data, lipschitz, progress):

@@ -31,3 +31,25 @@ def panel_mus(mu_fractions, mus, mu_deg: float) -> list[dict]:
     panels += [{"key": f"{mu:g}", "mu": float(mu), "label": f"mu = {mu:g} (the paper's)",
                 "nominal": True} for mu in mus]
     return panels
+
+#: The ratio of the eta axis on which the paper's baseline (R-Subgrad-1) is tuned again at
+#: the budget around its choices at the paper's nominal panels
+#: (:func:`experiments._spca_tuning.refine`): the proximal methods' 2-D grids place their
+#: step eta gamma within a factor of 2 of its neighbours; the paper's eta grid leaves gaps of 5.
+BASELINE_REFINE = 2.0
+
+
+def refined_key(method: str) -> str:
+    """The unit of ``method``'s refined tuning."""
+    return f"refine/{method}"
+
+
+def choices(units: dict, method: str) -> list[dict]:
+    """``method``'s step choices per panel: its tuning's, with the refined ones (``refined``
+    True, the tuning's eta as ``tuned_eta``) where :data:`BASELINE_REFINE` refined them."""
+    out = [dict(c) for c in units[f"tuning/{method}"]["choices"]]
+    refined = units.get(refined_key(method))
+    if refined is not None:
+        for i, c in zip(refined["panels"], refined["choices"], strict=True):
+            out[i] = dict(out[i], **c, refined=True)
+    return out

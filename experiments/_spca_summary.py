@@ -20,7 +20,9 @@ from experiments._spca_protocol import (
     SINGLE_SAMPLE,
     STOCHASTIC,
     VARIANCE_METHODS,
+    choices,
     panel_mus,
+    refined_key,
 )
 
 OUTPERFORM = ("both R-ProxSGD and R-ProxSPB consistently outperform R-Subgrad in terms of CPU "
@@ -293,9 +295,11 @@ def tuning_table(units, panels) -> list[dict]:
         t = units.get(f"tuning/{m}")
         if t is None:
             continue
-        for i, (panel, c) in enumerate(zip(panels, t["choices"], strict=True)):
-            at_budget = [rec for rec in t["records"] if rec["stage"] == "budget"
-                         and rec["panel"] == i]
+        refined = units.get(refined_key(m), {"records": []})
+        for i, (panel, c) in enumerate(zip(panels, choices(units, m), strict=True)):
+            at_budget = [rec for rec in t["records"] + (refined["records"] if c.get("refined")
+                                                        else [])
+                         if rec["stage"] == "budget" and rec["panel"] == i]
             near = sorted((rec["eta"], rec["gamma"], rec["loss"]) for rec in at_budget
                           if (rec["eta"], rec["gamma"]) != (c["eta"], c["gamma"]))
             rows.append({"method": m, "panel": panel["key"], "label": panel["label"],
@@ -307,7 +311,8 @@ def tuning_table(units, panels) -> list[dict]:
                          "gammas": [min(t["gammas"]), max(t["gammas"])],
                          "screened": sum(rec["stage"] == _screen_stage(t) and rec["panel"] == i
                                          for rec in t["records"]),
-                         "at_budget": len(at_budget)})
+                         "at_budget": len(at_budget),
+                         "refined_from": c.get("tuned_eta") if c.get("refined") else None})
     return rows
 
 

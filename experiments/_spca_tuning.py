@@ -104,9 +104,10 @@ class Evaluator:
     reproduces the interrupted one bit for bit."""
 
     def __init__(self, method, cfg, data, mus, steps, seed_keys, optimizer, batch_size,
-                 stage, checkpoint=None):
+                 stage, checkpoint=None, lanes=None):
         self.mus, self.seed_keys, self.stage, self.data = list(mus), seed_keys, stage, data
-        self.lanes, self.steps, self.checkpoint = cfg.tuning_lanes, steps, checkpoint
+        self.lanes = cfg.tuning_lanes if lanes is None else lanes
+        self.steps, self.checkpoint = steps, checkpoint
         self.program = _program(method, cfg, data.shape[1], data.dtype, steps, optimizer,
                                 batch_size)
         self.n, self.dtype = data.shape[0], data.dtype
@@ -275,6 +276,82 @@ def tune(method, cfg, data, mus, *, optimizer, schedule, seed_keys, gammas=None,
             "screen_ifo_over_n": _ifo(records, evs["screen"].stage),
             "budget_ifo_over_n": _ifo(records, "budget"),
             "wall_time": sum(ev.wall_time for ev in {id(e): e for e in evs.values()}.values())}
+
+
+class RatioAxis:
+    """An eta axis of constant ``ratio`` through any value: the neighbours of v are
+    v / ratio and v * ratio (no edge)."""
+
+    def __init__(self, ratio: float):
+        self.ratio = float(ratio)
+
+    def neighbours(self, value: float) -> list[float]:
+        return [value / self.ratio, value * self.ratio]
+
+
+def _same(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-9 * max(abs(a), abs(b))
+
+
+def refine(method, cfg, data, mus, tuned, panels, *, ratio, optimizer, schedule,
+           seed_keys) -> dict:
+    """The local search at the reported budget of a one-axis tuning (``tuned``, from
+    :func:`tune`), redone on an eta axis of constant ``ratio`` around its choices at the
+    panels ``panels`` (indices into ``mus``): a grid as fine as the proximal methods' 2-D
+    ones, where the paper's grid leaves gaps of 5 between neighbours.
+
+    The pairs ``tuned`` ran at the budget are reused (the same seeds, steps and program;
+    the replay tests show the library computes what it computed then); the others run one
+    at a time (a program of one lane: no padding lanes). The search moves at most ``cfg.max_moves``
+    times per panel, as :func:`tune`'s.
+
+    Returns:
+      ``{"ratio", "panels", "max_moves", "choices": [{"eta", "gamma", "loss", "moves", "converged",
+      "tuned_eta"} per refined panel], "records": [each pair run here], "reused": [each
+      pair read from ``tuned``], "budget_ifo_over_n", "wall_time"}``.
+    """
+    if tuned["tuned_gamma"]:
+        raise ValueError(f"refine: {method} tunes gamma too; refine searches eta alone.")
+    n = data.shape[0]
+    budget = schedule(method, cfg.budget, n, cfg)
+    steps = budget["sampling"].steps_per_epoch * budget["num_epochs"]
+    if steps != tuned["budget_steps"]:
+        raise ValueError(f"refine: the budget's {steps} steps are not the tuning's "
+                         f"{tuned['budget_steps']}.")
+    ev = Evaluator(method, cfg, data, [mus[i] for i in panels], steps, seed_keys, optimizer,
+                   budget["batch_size"], "budget", lanes=1)
+    found, reused = refine_search(ev, tuned, panels, ratio, cfg.max_moves)
+    records = [dict(r, panel=panels[r["panel"]]) for r in ev.records]
+    return {"ratio": float(ratio), "panels": list(panels), "max_moves": cfg.max_moves,
+            "choices": found,
+            "records": records, "reused": reused, "budget_steps": steps,
+            "budget_ifo_over_n": tuned["budget_ifo_over_n"], "wall_time": ev.wall_time}
+
+
+def refine_search(ev, tuned, panels, ratio, max_moves) -> tuple[list, list]:
+    """:func:`refine`'s search on the evaluator ``ev`` (whose panel j is ``panels[j]``):
+    its cache seeded with ``tuned``'s pairs at the budget, then :func:`_local_search` from
+    ``tuned``'s choices on a :class:`RatioAxis`, a neighbour equal to a reused eta (to
+    rounding) taken as that eta. Returns (the choices, the reused records)."""
+    reused = []
+    for j, i in enumerate(panels):
+        for rec in tuned["records"]:
+            if rec["stage"] == "budget" and rec["panel"] == i:
+                ev.cache[(j, rec["eta"], rec["gamma"])] = rec["loss"]
+                reused.append(dict(rec))
+    known = sorted({e for (_, e, _) in ev.cache})
+
+    class _Axis(RatioAxis):
+        def neighbours(self, value):
+            return [next((k for k in known if _same(k, v)), v)
+                    for v in super().neighbours(value)]
+
+    gamma = tuned["choices"][panels[0]]["gamma"] if panels else None
+    start = [(tuned["choices"][i]["eta"], gamma) for i in panels]
+    found = _local_search(ev, start, _Axis(ratio), None, max_moves, tune_gamma=False)
+    for c, i in zip(found, panels, strict=True):
+        c["tuned_eta"] = tuned["choices"][i]["eta"]
+    return found, reused
 
 
 def _ifo(records, stage):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import fnmatch
 import functools
 import json
 import os
@@ -226,6 +227,34 @@ class Store:
         with os.fdopen(fd, "w") as f:
             json.dump(self.data, f, indent=1)
         os.replace(tmp, self.path)  # atomic: an interrupted write never corrupts the file
+
+
+def drop_units(out_dir, name: str, patterns) -> list[str]:
+    """Removes from ``<out_dir>/<name>.json`` the units whose key matches one of
+    ``patterns`` (:func:`fnmatch.fnmatchcase`), with their machines, and marks the file
+    incomplete, so that resuming the experiment computes them again; returns their keys.
+
+    Raises:
+      FileNotFoundError: there is no such file.
+      ValueError: a pattern matches no unit (a typo would otherwise rerun nothing).
+    """
+    path = pathlib.Path(out_dir) / f"{name}.json"
+    data = load(path)
+    keys = []
+    for pattern in patterns:
+        hit = [k for k in data["units"] if fnmatch.fnmatchcase(k, pattern)]
+        if not hit:
+            raise ValueError(f"{path}: no unit matches {pattern!r}.")
+        keys += [k for k in hit if k not in keys]
+    for k in keys:
+        del data["units"][k]
+        data.get("machines", {}).pop(k, None)
+    data["complete"] = False
+    data.pop("summary", None)
+    store = Store.__new__(Store)
+    store.path, store.data = path, data
+    store.write()
+    return keys
 
 
 def load(path) -> dict:

@@ -98,6 +98,9 @@ def _check_tuning(tuned, method, cfg, panels, units):
                      if r["stage"] == "budget" and r["panel"] == i}
         run = units[f"run/{method}/mu={panel['key']}/seed={seeds[0]}"]
         choice = (run["eta"], run["gamma"] if proximal else tuned["gammas"][0])
+        if method == "R-Subgrad-1" and panel["nominal"]:
+            _check_refined(units, i, choice, at_budget)
+            continue
         assert at_budget[choice] == min(at_budget.values())
         etas = sorted(tuned["etas"])
         k = etas.index(choice[0])
@@ -105,6 +108,26 @@ def _check_tuning(tuned, method, cfg, panels, units):
             if 0 <= j < len(etas):
                 assert (etas[j], choice[1]) in at_budget
     assert units["setup"]["n"] == 400
+
+
+def _check_refined(units, panel, choice, tuned_at_budget):
+    """At the paper's panels R-Subgrad-1 runs its refined step: the best pair at the budget
+    of those its tuning ran and its refined search ran, with both ratio-2 neighbours among
+    them (to rounding)."""
+    refined = units["refine/R-Subgrad-1"]
+    assert refined["ratio"] == 2.0 and panel in refined["panels"]
+    ran = {(r["eta"], r["gamma"]): r["loss"] for r in refined["records"]
+           if r["panel"] == panel}
+    seen = {**tuned_at_budget, **ran}
+    assert seen[choice] == min(seen.values())
+    (found,) = [c for i, c in zip(refined["panels"], refined["choices"], strict=True)
+                if i == panel]
+    assert found["eta"] == choice[0]
+    if not found["converged"]:  # out of moves: marked, as the tuning's are
+        assert found["moves"] == refined["max_moves"] >= 1
+        return
+    for neighbour in (choice[0] / 2, choice[0] * 2):
+        assert any(abs(e - neighbour) <= 1e-9 * neighbour for e, _ in seen)
 
 
 def _check_claims_over_seeds(result):
@@ -186,6 +209,55 @@ def test_resume_reads_saved_units_and_refuses_another_configuration(tiny_results
     other = dataclasses.replace(experiments.get_config(name, "tiny"), seed=7)
     with pytest.raises(ValueError, match="another configuration"):
         experiments.run(name, out_dir=tmp_path, config=other, progress=False)
+
+
+def test_a_run_saved_with_a_step_since_refined_runs_again(tiny_results, tmp_path):
+    """A reported run carries its step: where its method's choice is not that step (the
+    baseline's refined tuning moved it), resuming computes the run again with the choice,
+    and leaves every other saved unit as it is."""
+    name = "spca-fashion-r10"
+    first = _run(name, tiny_results)
+    saved = json.loads((tiny_results / f"{name}.json").read_text())
+    nominal = next(p for p in first["summary"]["panels"] if p["nominal"])
+    key = f"run/R-Subgrad-1/mu={nominal['key']}/seed={first['config']['seeds'][0]}"
+    saved["units"][key] = dict(saved["units"][key], eta=saved["units"][key]["eta"] * 5)
+    for unit in saved["units"].values():
+        unit["mark"] = "saved"
+    (tmp_path / f"{name}.json").write_text(json.dumps(saved))
+    again = _run(name, tmp_path)
+    computed = {k for k, unit in again["units"].items() if unit.pop("mark", None) is None}
+    assert computed == {key}
+    assert again["units"][key]["eta"] == first["units"][key]["eta"]
+    np.testing.assert_allclose(again["units"][key]["loss"], first["units"][key]["loss"],
+                               rtol=1e-10)
+
+
+def test_rerun_drops_the_matching_units_and_resumes(tiny_results, tmp_path, capsys):
+    """``--rerun PATTERN`` drops the units whose keys match (their machines too), so that
+    the resumed run computes exactly those again; a pattern matching nothing is an error
+    before anything is dropped."""
+    import shutil
+
+    name = "spca-fashion-r10"
+    first = _run(name, tiny_results)
+    shutil.copy(tiny_results / f"{name}.json", tmp_path / f"{name}.json")
+    panel = first["summary"]["panels"][-1]["key"]
+    pattern = f"run/*/mu={panel}/seed=0"
+    with pytest.raises(ValueError, match="no unit matches"):
+        experiments.drop_units(tmp_path, name, [pattern, "run/nothing/*"])
+    assert json.loads((tmp_path / f"{name}.json").read_text()) == json.loads(
+        (tiny_results / f"{name}.json").read_text())
+    assert cli.main([name, "--size", "tiny", "--out", str(tmp_path), "--rerun", pattern,
+                     "--no-plot", "--quiet"]) == 0
+    assert "dropped 7 unit(s) to rerun" in capsys.readouterr().out
+    again = json.loads((tmp_path / f"{name}.json").read_text())
+    assert again["complete"]
+    rerun = {k for k in again["units"] if again["machines"][k] != first["machines"][k]}
+    assert rerun == {k for k in first["units"] if re.fullmatch(
+        rf"run/[^/]+/mu={re.escape(panel)}/seed=0", k)}
+    with pytest.raises(SystemExit):
+        cli.main([name, "--size", "tiny", "--out", str(tmp_path), "--rerun", pattern,
+                  "--force"])
 
 
 class _Interrupted(Exception):

@@ -123,3 +123,77 @@ def test_tune_runs_a_screen_then_a_search_at_the_budget():
         mine = {r["eta"]: r["loss"] for r in budget if r["panel"] == p}
         assert choice["loss"] == mine[choice["eta"]] == min(mine.values())
         assert len(mine) >= 2  # the choice and a neighbour, at the budget
+
+
+def _tuned(choices, budget_records):
+    """A one-axis tuning's record: its choices and its pairs run at the budget."""
+    return {"tuned_gamma": False,
+            "choices": [{"eta": e, "gamma": 0.1} for e in choices],
+            "records": [{"stage": "budget", "panel": p, "eta": e, "gamma": 0.1, "loss": loss}
+                        for p, e, loss in budget_records]}
+
+
+def test_the_refined_search_moves_on_a_ratio_two_axis_and_reuses_the_tuned_pairs():
+    """The paper's grid leaves a factor 5 between 0.05 and 0.01; the best step (0.02 on
+    panel 0) lies between. The refined search reaches it on the ratio-2 axis, reads the
+    pairs the tuning ran (0.05, 0.1) instead of running them again, and leaves a panel
+    outside ``panels`` alone."""
+    surface = bowl([0.02, 0.5, 0.3], [0.1, 0.1, 0.1])
+    ev = FakeEvaluator(lambda j, e, g: surface((0, 2)[j], e, g), panels=2)
+    tuned = _tuned([0.05, 0.5, 0.3], [(0, 0.05, surface(0, 0.05, 0.1)),
+                                      (0, 0.1, surface(0, 0.1, 0.1)),
+                                      (2, 0.3, surface(2, 0.3, 0.1))])
+    found, reused = tuning.refine_search(ev, tuned, [0, 2], 2.0, max_moves=4)
+    assert found[0]["eta"] == pytest.approx(0.0125 * 2)  # 0.05 -> 0.025 -> (0.0125 worse)
+    assert found[0]["tuned_eta"] == 0.05 and found[0]["converged"]
+    run = {e for calls in ev.calls for (_, e, _) in calls}
+    assert 0.05 not in run and 0.1 not in run  # read from the tuning
+    assert {r["eta"] for r in reused} == {0.05, 0.1, 0.3}
+    # panel 2: its choice is the bowl's centre; only its two ratio-2 neighbours ran
+    assert found[1]["eta"] == 0.3 and found[1]["moves"] == 0
+    assert {e for calls in ev.calls for (j, e, _) in calls if j == 1} == {0.15, 0.6}
+
+
+def test_a_refined_neighbour_equal_to_a_tuned_step_is_read_not_rerun():
+    """A choice of 0.1 + 0.2 = 0.30000000000000004 doubles to 0.6000000000000001, the tuned
+    0.6 to rounding: the search takes the tuned value (its key in the cache) and runs only
+    the new neighbour below."""
+    centre = 0.1 + 0.2
+    assert centre * 2 != 0.6
+    tuned = _tuned([centre], [(0, 0.6, 1.0), (0, centre, 0.5)])
+    ev = FakeEvaluator(lambda j, e, g: 2.0, panels=1)
+    found, _ = tuning.refine_search(ev, tuned, [0], 2.0, max_moves=4)
+    assert found[0]["converged"] and found[0]["eta"] == centre
+    assert [e for calls in ev.calls for (_, e, _) in calls] == [centre / 2]
+
+
+def test_refine_runs_the_compiled_search_at_the_budget():
+    """End to end on a small problem (R-Subgrad-1): the refined choice is the best pair at
+    the budget among those run and reused, and every pair it ran is a ratio-2 multiple of
+    the tuned choice."""
+    import dataclasses
+
+    import numpy as np
+
+    from experiments import _spca
+    from experiments._configs import get_config
+
+    cfg = dataclasses.replace(get_config("spca-fashion-r10", "tiny"), budget=1.0,
+                              grid_budget=1.0, etas=(0.01, 0.05, 0.25), max_extensions=1,
+                              max_moves=2, tuning_lanes=4)
+    rng = np.random.default_rng(0)
+    data = rng.normal(size=(120, 10)) * np.linspace(2.0, 0.5, 10)
+    data -= data.mean(axis=0)
+    tuned = _spca._tune("R-Subgrad-1", cfg, data, [0.05, 0.2])
+    out = tuning.refine("R-Subgrad-1", cfg, data, [0.05, 0.2], tuned, [1], ratio=2.0,
+                        optimizer=_spca.optimizer, schedule=_spca.schedule,
+                        seed_keys=_spca._tuning_keys(cfg))
+    assert out["panels"] == [1] and len(out["choices"]) == 1
+    seen = {r["eta"]: r["loss"] for r in out["records"] + out["reused"] if r["panel"] == 1}
+    choice = out["choices"][0]
+    assert choice["loss"] == seen[choice["eta"]] == min(seen.values())
+    tuned_eta = tuned["choices"][1]["eta"]
+    for r in out["records"]:
+        ratio = math.log2(r["eta"] / tuned_eta)
+        assert abs(ratio - round(ratio)) < 1e-9 and r["eta"] not in {
+            x["eta"] for x in out["reused"]}
