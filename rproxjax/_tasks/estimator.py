@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, Self
 
 import numpy as np
@@ -9,7 +10,15 @@ import numpy.typing as npt
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from rproxjax._tasks.spca import METHODS, sparse_pca
+from rproxjax._ssn.config import SSN
+from rproxjax._tasks import online
+from rproxjax._tasks.spca import (
+    METHODS,
+    _as_matrix,
+    _positive_float,
+    _positive_int,
+    sparse_pca,
+)
 from rproxjax._typing import ArrayLike
 
 __all__ = ["SparsePCA"]
@@ -81,20 +90,33 @@ class SparsePCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self.sparsity_weight = sparsity_weight
         self.verbose = verbose
 
-    def fit(self, X: npt.ArrayLike, y: Any = None) -> Self:
-        """Fits the components to X (n_samples x n_features); returns self."""
+    def fit(self, X: npt.ArrayLike | Iterator[npt.ArrayLike], y: Any = None) -> Self:
+        """Fits the components to X (n_samples x n_features); returns self.
+
+        ``X`` may also be an iterator of chunks (each n_i x n_features, e.g. a generator
+        reading a file piece by piece): the fit then starts afresh and calls
+        :meth:`partial_fit` on each chunk, holding one chunk at a time.
+        """
+        if _is_stream(X):
+            for attr in ("_stream", "n_features_in_", "feature_names_in_"):
+                self.__dict__.pop(attr, None)
+            fitted = False
+            for chunk in X:  # type: ignore[union-attr]
+                self.partial_fit(chunk)
+                fitted = True
+            if not fitted:
+                raise ValueError("X is an empty iterator: no chunk to fit.")
+            return self
         X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_min_samples=2)
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {self.method!r}.")
         r = min(X.shape) if self.n_components is None else self.n_components  # type: ignore[union-attr]
-        seed = 0 if self.random_state is None else self.random_state
-        if not isinstance(seed, int | np.integer):
-            raise ValueError("random_state must be an int or None (JAX keys are drawn from "
-                             f"an int seed), got {type(seed).__name__}.")
+        seed = self._seed()
+        self.__dict__.pop("_stream", None)
         res = sparse_pca(X, r, mu=self.mu, nonzeros=self.nonzeros, method=self.method,  # type: ignore[arg-type]
                          passes=self.passes, center=self.center, batch_size=self.batch_size,
                          q=self.q, eta=self.eta, gamma=self.gamma, refit=self.refit,
-                         seed=int(seed), progress=self.verbose)
+                         seed=seed, progress=self.verbose)
         dtype = X.dtype  # type: ignore[union-attr]
         self.components_ = np.asarray(res.loadings, dtype).T.copy()
         self.mean_ = np.asarray(res.mean, dtype)
@@ -107,8 +129,69 @@ class SparsePCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self.mu_ = np.asarray(res.mu)
         self.path_ = res.path
         self.n_iter_ = int(res.num_steps)
+        self.n_samples_seen_ = int(X.shape[0])  # type: ignore[union-attr]
         self._n_features_out = self.n_components_
         return self
+
+    def partial_fit(self, X: npt.ArrayLike, y: Any = None) -> Self:
+        """Updates the components with one chunk of rows X (n_i x n_features); returns self.
+
+        Online sparse PCA: each call updates the running mean and covariance of the rows
+        seen so far, centres the chunk by that mean and runs ``passes`` passes of the
+        optimizer over it, continuing from the point, the optimizer's state (step count,
+        R-ProxSPB's estimator) and the sampling key the previous call left. The first call
+        fixes the scales as :meth:`fit` reads them off the data (the start: the chunk's
+        principal directions; gamma; the default mu, 0.1 of the chunk's mu_max; the
+        minibatch size and R-ProxSPB's refresh period q). R-ProxSPB refreshes its estimate
+        on the whole chunk at each block's start and runs whole blocks (at least one) per
+        chunk. Memory does not grow with the stream: the point, the optimizer's state, the
+        d x d covariance and the chunk. Each new chunk size compiles once.
+
+        The attributes are those of :meth:`fit`, from the covariance of all the rows seen
+        (``components_`` refitted on their support from it when ``refit``), plus
+        ``n_samples_seen_``; ``path_`` is None.
+
+        Raises:
+          ValueError: as :meth:`fit`; for ``nonzeros=`` (a target needs a path over the
+            whole data: set ``mu``), for ``method="manpg"`` (full gradients: not online),
+            for a chunk of fewer than 2 rows or of another width than the first.
+        """
+        first = not hasattr(self, "_stream")
+        X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_min_samples=2,
+                          reset=first)
+        if first:
+            chunk = _as_matrix("X", X, None, stacklevel=3)
+            stream = _start_stream(self, chunk)
+        else:
+            stream = self._stream
+            chunk = _as_matrix("X", X, stream.settings["dtype"])
+        self._stream = online.update(stream, chunk, self.passes)
+        out = online.result(self._stream, self.refit)
+        self._set_attributes(out["loadings"], self._stream.mean, out["component_variance"],
+                             out["total"], out["nonzeros"])
+        self.mu_ = np.asarray(self._stream.settings["mu"])
+        self.path_ = None
+        self.n_iter_ = int(self._stream.steps)
+        self.n_samples_seen_ = int(self._stream.n_seen)
+        return self
+
+    def _seed(self) -> int:
+        seed = 0 if self.random_state is None else self.random_state
+        if not isinstance(seed, int | np.integer):
+            raise ValueError("random_state must be an int or None (JAX keys are drawn from "
+                             f"an int seed), got {type(seed).__name__}.")
+        return int(seed)
+
+    def _set_attributes(self, loadings, mean, component_variance, total, nonzeros):
+        dtype = loadings.dtype
+        self.components_ = np.asarray(loadings, dtype).T.copy()
+        self.mean_ = np.asarray(mean, dtype)
+        self.n_components_ = int(loadings.shape[1])
+        self.explained_variance_ = np.asarray(component_variance, dtype)
+        self.explained_variance_ratio_ = self.explained_variance_ / total
+        self.adjusted_variance_ = float(np.sum(component_variance) / total)
+        self.nonzeros_ = int(nonzeros)
+        self._n_features_out = self.n_components_
 
     def transform(self, X: npt.ArrayLike) -> np.ndarray:
         """``(X - mean_) components_^T``: the rows of X in the components' coordinates."""
@@ -165,3 +248,33 @@ class SparsePCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = False
         return tags
+
+
+def _is_stream(X) -> bool:
+    """An iterator of chunks (a generator, ``iter(list_of_arrays)``): not an array, list or
+    other re-iterable container, which are the rows of one matrix."""
+    return hasattr(X, "__next__")
+
+
+def _start_stream(est: SparsePCA, X) -> online.OnlineSPCA:
+    """The online state of ``est``'s first chunk ``X`` (its settings checked here)."""
+    if est.nonzeros is not None:
+        raise ValueError("partial_fit needs mu, not nonzeros: a nonzeros target runs a path "
+                         "over the whole data (use fit).")
+    if est.method not in online.ONLINE_METHODS:
+        raise ValueError(f"partial_fit's method must be one of {online.ONLINE_METHODS} (ManPG "
+                         f"takes full gradients), got {est.method!r}.")
+    d = X.shape[1]
+    r = min(X.shape) if est.n_components is None else _positive_int(
+        "n_components", est.n_components, 1, d)
+    _positive_float("passes", est.passes)
+    b = None if est.batch_size is None else _positive_int("batch_size", est.batch_size, 1)
+    q = None if est.q is None else _positive_int("q", est.q, 2)
+    eta = None if est.eta is None else _positive_float("eta", est.eta)
+    gamma = None if est.gamma is None else _positive_float("gamma", est.gamma)
+    if not isinstance(est.refit, bool | np.bool_):
+        raise TypeError(f"refit must be a bool, got {est.refit!r}.")
+    ssn = SSN.stochastic()
+    return online.start(X, r, mu=est.mu, method=est.method, batch_size=b, q=q,
+                        eta=eta, gamma=gamma, center=bool(est.center), seed=est._seed(),
+                        ssn=ssn)

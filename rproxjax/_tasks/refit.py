@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["adjusted_variance", "covariance", "leading_eigenvector", "refit_best",
-           "refit_on_support"]
+__all__ = ["adjusted_variance", "component_variances", "covariance", "leading_eigenvector",
+           "refit_best", "refit_on_covariance", "refit_on_support"]
 
 
 def adjusted_variance(x: np.ndarray, cov: np.ndarray) -> float:
@@ -155,6 +155,33 @@ def refit_on_support(x: np.ndarray, centred: np.ndarray, threshold: float,
     if best is None:
         return x, start, start
     return _embed(best, union, x), start, value
+
+
+def refit_on_covariance(x: np.ndarray, cov: np.ndarray, threshold: float,
+                        sweeps: int = 2) -> tuple[np.ndarray, float, float]:
+    """:func:`refit_on_support` from the d x d covariance ``cov`` instead of the data (an
+    online fit keeps the covariance, not the rows): the same chains on C[U, U]."""
+    x = np.asarray(x)
+    start = adjusted_variance(x, cov)
+    keep = np.abs(x) > threshold
+    union = np.flatnonzero(keep.any(axis=1))
+    if union.size == 0:
+        return x, start, start
+    best, value = _chains(np.where(keep, x, 0)[union], keep[union],
+                          cov[np.ix_(union, union)], sweeps, start)
+    if best is None:
+        return x, start, start
+    return _embed(best, union, x), start, value
+
+
+def component_variances(x: np.ndarray, cov: np.ndarray) -> np.ndarray:
+    """R_jj^2 / n of the scores' QR, per component, from the covariance (the terms of
+    :func:`adjusted_variance`)."""
+    gram = x.T @ cov @ x
+    gram = (gram + gram.T) / 2
+    w, v = np.linalg.eigh(gram)
+    root = (v * np.sqrt(np.clip(w, 0.0, None))).T  # root^T root = gram
+    return np.diag(np.linalg.qr(root, mode="r")) ** 2
 
 
 def refit_best(starts: list[np.ndarray], centred: np.ndarray, threshold: float,
