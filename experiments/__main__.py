@@ -1,6 +1,7 @@
 """``python -m experiments NAME [NAME ...] [--size tiny] [--out results]``, from the
 repository root; ``--demo`` records the demonstration (``<out>/demo.json``), ``--report``
-writes ``<out>/README.md`` from the saved results."""
+writes ``<out>/README.md`` from the saved results. The command keeps its compiled programs
+in JAX's persistent cache (:func:`rproxjax.enable_compilation_cache`; ``--no-cache``: not)."""
 
 from __future__ import annotations
 
@@ -104,5 +105,9 @@ def _report(args, figures):
         print(f"wrote {update_readme(args.readme, args.out)}")
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # the command's own process: compiled programs kept for the next
+    if "--no-cache" not in sys.argv[1:]:
+        import rproxjax
+
+        rproxjax.enable_compilation_cache()
+    sys.exit(main([a for a in sys.argv[1:] if a != "--no-cache"]))

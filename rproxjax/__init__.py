@@ -9,13 +9,15 @@ Public surface:
 * :func:`sparse_pca`, :func:`robust_matrix_completion`: the paper's applications on
   your own data in one call.
 
-The library never changes JAX's global configuration: it computes in the
+The library never changes JAX's global configuration unless asked: it computes in the
 dtype of the arrays it is given (enable float64 yourself with
-``jax.config.update("jax_enable_x64", True)``).
+``jax.config.update("jax_enable_x64", True)``); :func:`enable_compilation_cache` turns on
+JAX's persistent compilation cache when you call it.
 """
 
 from rproxjax import datasets, grassmann, problems, stiefel
 from rproxjax._blocks import Block, Euclidean, Grassmann, Stiefel
+from rproxjax._cache import enable_compilation_cache
 from rproxjax._contract import Needs, StepInfo, step_info
 from rproxjax._estimators import SarahState, SvrgState, sarah_estimator, svrg_estimator
 from rproxjax._manpg import ManPGState, manpg
@@ -74,7 +76,8 @@ __all__ = [
     "ManPGState", "SSN_RTOL", "inverse_sqrt_schedule", "manpg", "r_prox_sarah", "r_prox_sgd",
     "r_prox_spb", "r_prox_svrg", "r_spider_boost", "r_subgrad",
     # running
-    "EpochInfo", "FitResult", "History", "Recording", "Sampling", "fit", "pure_fit", "sweep",
+    "EpochInfo", "FitResult", "History", "Recording", "Sampling", "enable_compilation_cache",
+    "fit", "pure_fit", "sweep",
     # tasks: the applications on your own data in one call
     "RMCResult", "SparsePCA", "SparsePCAPath", "SparsePCAResult", "robust_matrix_completion",
     "sparse_pca",

@@ -2,6 +2,7 @@
 
 import json
 
+import jax
 import numpy as np
 import pytest
 
@@ -107,13 +108,37 @@ def test_the_command_keeps_its_compiled_programs_in_a_persistent_cache(tmp_path)
 
 
 def test_the_cache_folder_follows_the_environment(monkeypatch):
-    from rproxjax.__main__ import cache_dir
+    from rproxjax._cache import default_cache_dir as cache_dir
 
     monkeypatch.setenv("RPROXJAX_CACHE_DIR", "/somewhere")
     assert cache_dir() == "/somewhere"
     monkeypatch.delenv("RPROXJAX_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", "/xdg")
     assert cache_dir() == "/xdg/rproxjax/xla"
+
+
+def test_enable_compilation_cache_is_opt_in_and_fills_the_folder(tmp_path):
+    """Importing rproxjax leaves JAX's cache off; ``enable_compilation_cache(path)`` turns
+    it on for the calling process (a subprocess here: it is global), and a computation then
+    writes its program there; a bad path is a TypeError before JAX is touched."""
+    import subprocess
+    import sys
+
+    import rproxjax
+
+    assert not jax.config.jax_compilation_cache_dir
+    with pytest.raises(TypeError, match="path must be"):
+        rproxjax.enable_compilation_cache(3)
+    assert not jax.config.jax_compilation_cache_dir
+    code = ("import jax, jax.numpy as jnp, rproxjax\n"
+            "assert not jax.config.jax_compilation_cache_dir\n"
+            f"print(rproxjax.enable_compilation_cache({str(tmp_path / 'c')!r}))\n"
+            "assert jax.config.jax_persistent_cache_min_compile_time_secs == 0.0\n"
+            "jax.jit(lambda x: jnp.sin(x) * 2)(jnp.ones(3)).block_until_ready()\n")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                         text=True, env=subprocess_env())
+    assert out.stdout.strip() == str(tmp_path / "c")
+    assert len(list((tmp_path / "c").iterdir())) >= 1
 
 
 def test_the_demo_takes_the_reproductions_tuned_steps():

@@ -12,7 +12,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1] / "rproxjax"
 
 #: Layers, lowest first: a module is in the layer of its longest listed prefix.
 LAYERS = (
-    ("_typing", "_linalg", "_checks", "_results", "_jit", "_foreign"),  # base
+    ("_typing", "_linalg", "_checks", "_results", "_jit", "_foreign", "_cache"),  # base
     ("stiefel", "grassmann"),                                      # geometry
     ("_ssn",),                                                     # the Newton kernel
     ("_regularizers", "problems", "_contract"),                    # models, the contract
