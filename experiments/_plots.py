@@ -10,7 +10,8 @@ A sparse PCA file draws four figures, one row per mu panel in the first three:
   step), seed by seed, after the burn-in of the verdicts (one R-ProxSPB block): the mean
   over seeds with its pointwise t interval, R-ProxSPB's and R-ProxSGD's seeds, and the
   end-of-budget t interval of every method with its verdict
-  (:mod:`experiments._paired`, the statistic of :mod:`experiments._paper_claims`).
+  (:mod:`experiments._paired`, the statistic of :mod:`experiments._paper_claims`); a fifth
+  column draws the paper's C3, R-ProxSPB minus R-ProxSGD on IFO/n, with its intervals.
 * ``NAME-variance.png``: the gradient estimate's error against the iteration: its tangent
   part (the main measure), the Euclidean total and the normal part; zeros to rounding
   (the refresh steps, where the estimate is the full gradient) on each log axis's bottom
@@ -255,17 +256,49 @@ def _paired_row(row, p) -> dict:
     return {m: f"{m}\n  " + "\n  ".join(t) for m, t in texts.items()}
 
 
+def _c3_axis(ax, p) -> str:
+    """The paper's C3 (R-ProxSPB usually beats R-ProxSGD): R-ProxSPB minus R-ProxSGD on
+    IFO/n, seed by seed after the burn-in, with its pointwise and end-of-budget t intervals;
+    returns the legend's line."""
+    runs = p["runs"]
+    if not {"R-ProxSPB", "R-ProxSGD"} <= set(runs):
+        ax.set_axis_off()
+        return ""
+    a, b = runs["R-ProxSPB"], runs["R-ProxSGD"]
+    burn = p["burn"]["ifo_over_n"]
+    q = _panels.paired([r["ifo_over_n"] for r in a], [r["loss"] for r in a],
+                       [r["ifo_over_n"] for r in b], [r["loss"] for r in b], burn)
+    color = COLORS["R-ProxSPB"]
+    _panels.draw_paired(ax, q, color, seeds=True)
+    ax.axhline(0.0, color="k", linewidth=0.9)
+    if q["x"].size:
+        ax.set_xlim(0.0, q["end_x"] * 1.02)
+        _panels.set_range(ax, *_panels.paired_limits([q]))
+        _panels.mark_burn_in(ax, burn, "burn-in")
+        _panels.end_bars(ax, [(q, color)], q["end_x"])
+    else:
+        ax.text(0.5, 0.5, "the budget ends inside the burn-in:\nno paired grid",
+                transform=ax.transAxes, ha="center", va="center", fontsize=LABEL)
+    axes_text(ax, title="C3: F(R-ProxSPB) - F(R-ProxSGD), paired;\nbar: end-of-budget t "
+              "interval", xlabel=AXES["ifo_over_n"][0], ylabel="loss difference")
+    return f"C3, R-ProxSPB - R-ProxSGD\n  IFO/n: {_panels.end_text(q)}"
+
+
 def _paired_figure(result, panels) -> object:
     cfg = result["config"]
-    fig = figure(figsize=(22, 3.9 * len(panels) + 1.2), layout="constrained")
-    axes = fig.subplots(len(panels), 5, squeeze=False,
-                        gridspec_kw={"width_ratios": (1, 1, 1, 1, 0.95)})
+    fig = figure(figsize=(26, 3.9 * len(panels) + 1.2), layout="constrained")
+    axes = fig.subplots(len(panels), 6, squeeze=False,
+                        gridspec_kw={"width_ratios": (1, 1, 1, 1, 1, 0.95)})
     for row, p in zip(axes, panels, strict=True):
         labels = _paired_row(row, p)
+        c3 = _c3_axis(row[4], p)
+        if c3:
+            labels = dict(labels, **{"R-ProxSPB": labels.get("R-ProxSPB", "R-ProxSPB")
+                                     + "\n" + c3})
         row[0].annotate(p["title"], (0.0, 1.0), xytext=(0, 22), xycoords="axes fraction",
                         textcoords="offset points", ha="left", va="bottom",
                         fontsize=LABEL + 1, fontweight="bold")
-        _panels.legend_axes(row[4], row[0], labels=labels,
+        _panels.legend_axes(row[5], row[0], labels=labels,
                             title=f"method - {p['base']} at the end:\nmean [95% t interval] "
                                   "verdict")
     base = panels[0]["base"] if panels else SINGLE_SAMPLE

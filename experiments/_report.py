@@ -165,11 +165,26 @@ def _count(tally, kind) -> str:
         "total"] else ""
 
 
+def _commits(result) -> list[tuple[str, int]]:
+    """``(rproxjax <version> (<commit>), units)`` of each commit that computed units of a
+    results file (a resumed or partly rerun file holds several), the file's last first."""
+    last = result["machine"]
+    machines = result.get("machines") or {"": last}
+    counts: dict[str, int] = {}
+    for m in [last, *machines.values()]:
+        commit = m.get("commit")
+        label = f"rproxjax {m['rproxjax']}" + (f" ({commit[:10]})" if commit else "")
+        counts[label] = counts.get(label, 0) + 1
+    return [(label, n - 1 if i == 0 else n) for i, (label, n) in enumerate(counts.items())]
+
+
 def _made(result) -> str:
-    """``rproxjax <version> (<commit>)``: what computed a results file."""
-    m = result["machine"]
-    commit = m.get("commit")
-    return f"rproxjax {m['rproxjax']}" + (f" ({commit[:10]})" if commit else "")
+    """What computed a results file: ``rproxjax <version> (<commit>)``, with the units of
+    each where several commits did."""
+    commits = _commits(result)
+    if len(commits) == 1:
+        return commits[0][0]
+    return "; ".join(f"{label}: {n} units" for label, n in commits)
 
 
 def _outcome_row(name, result, missing=(), rows=()) -> str:
@@ -264,7 +279,7 @@ def readme_block(out_dir="results") -> list[str]:
     in ``results/README.md``)."""
     made, stale = set(), []
     for name, result in _complete(out_dir):
-        made.add(_made(result))
+        made.update(label for label, _ in _commits(result))
         if staleness(result) is not None or _missing_settings(name, result):
             stale.append(f"`{name}`")
     lines = [README_BEGIN, "", *_demo_section(out_dir)]

@@ -17,14 +17,17 @@ import math
 
 import numpy as np
 
-from experiments._spca_protocol import SINGLE_SAMPLE, STOCHASTIC, panel_mus
+from experiments._spca_protocol import (
+    SINGLE_SAMPLE,
+    STOCHASTIC,
+    choices,
+    panel_mus,
+    refined_key,
+)
 
 #: The paper's grid's ends.
 PAPER_RANGE = (5e-5, 1.0)
 DECAYING = ("R-ProxSGD", "R-Subgrad", SINGLE_SAMPLE)
-#: The ratio between neighbouring steps of a refined R-Subgrad-1 search (the factor by which
-#: the proximal methods' axes extend, :data:`experiments._spca_tuning.EXTEND`).
-REFINE = 2.0
 
 
 def _bracket(value, values) -> tuple:
@@ -54,15 +57,17 @@ def tuning_rows(name, result) -> list[dict]:
         t = units.get(f"tuning/{m}")
         if t is None:
             continue
-        for i, (panel, c) in enumerate(zip(panels, t["choices"], strict=True)):
+        refined = units.get(refined_key(m), {"records": []})["records"]
+        for i, (panel, c) in enumerate(zip(panels, choices(units, m), strict=True)):
             run = units[f"run/{m}/mu={panel['key']}/seed={seed}"]
             gamma = c["gamma"] if t["tuned_gamma"] else None
             step = c["eta"] * (gamma or 1.0)
-            budget = [r for r in t["records"] if r["stage"] == "budget" and r["panel"] == i]
+            budget = [r for r in t["records"] + (refined if c.get("refined") else [])
+                      if r["stage"] == "budget" and r["panel"] == i]
             steps_run = sorted({r["eta"] * (r["gamma"] if t["tuned_gamma"] else 1.0)
                                 for r in budget})
             edge = []
-            if c["eta"] in (min(t["etas"]), max(t["etas"])):
+            if not c.get("refined") and c["eta"] in (min(t["etas"]), max(t["etas"])):
                 edge.append("eta")
             if gamma is not None and gamma in (min(t["gammas"]), max(t["gammas"])):
                 edge.append("gamma")
@@ -77,37 +82,24 @@ def tuning_rows(name, result) -> list[dict]:
                                               for r in t["records"]),
                         "pairs_at_budget": len(budget), "steps_at_budget": len(steps_run),
                         "bracket": _bracket(step, steps_run), "edge": edge,
-                        "outside": outside, "above_one": above, "converged": c["converged"]})
+                        "outside": outside, "above_one": above, "converged": c["converged"],
+                        "refined_from": c.get("tuned_eta") if c.get("refined") else None})
     return out
 
 
-def _unit_cost(t) -> float:
-    """Seconds per pair and IFO/n of a tuning (both tuning seeds): its wall time over the
-    IFO/n its records ran."""
-    return t["wall_time"] / sum(r["ifo_over_n"] for r in t["records"])
-
-
-def refine_estimate(result) -> dict:
-    """The rerun that would tune R-Subgrad-1 as finely as the proximal methods: a local
-    search at the budget on an eta axis of ratio :data:`REFINE` around each panel's choice
-    (its two neighbours at that ratio, and up to ``max_moves`` moves of one new pair each),
-    then the reported seeds of each panel rerun. Cost from the file's recorded times: the
-    tuning's seconds per pair and IFO/n, and the reported runs' wall times with
-    compilation. ``low``: two new pairs per panel and no reported rerun; ``high``: 2 +
-    max_moves pairs per panel and every panel's reported runs."""
-    cfg, units = result["config"], result["units"]
-    t = units.get(f"tuning/{SINGLE_SAMPLE}")
-    if t is None:
+def refined_cost(result) -> dict:
+    """What the baseline's refined search (:func:`experiments._spca_tuning.refine`) ran:
+    its panels, pairs run and reused, seconds, and the choices it moved
+    (``{panel index: (tuned eta, refined eta)}``); empty without one."""
+    r = result["units"].get(refined_key(SINGLE_SAMPLE))
+    if r is None:
         return {}
-    unit = _unit_cost(t)
-    panels = len(t["choices"])
-    budget = t["budget_ifo_over_n"]
-    runs = [v for k, v in units.items() if k.startswith(f"run/{SINGLE_SAMPLE}/")]
-    reported = float(sum(r["wall_time_with_compile"] for r in runs))
-    low = unit * budget * 2 * panels
-    high = unit * budget * (2 + cfg["max_moves"]) * panels + reported
-    return {"unit": unit, "panels": panels, "budget": budget, "reported": reported,
-            "low": low, "high": high, "tuning_wall": t["wall_time"]}
+    moved = {i: (c["tuned_eta"], c["eta"]) for i, c in zip(r["panels"], r["choices"],
+                                                               strict=True)
+             if c["eta"] != c["tuned_eta"]}
+    return {"panels": len(r["panels"]), "ran": len(r["records"]), "reused": len(r["reused"]),
+            "seconds": r["wall_time"], "moved": moved, "ratio": r["ratio"],
+            "unconverged": sum(not c["converged"] for c in r["choices"])}
 
 
 def fineness(rows) -> dict:

@@ -187,8 +187,12 @@ def test_tuning_flags(mnist_r15):
         assert ("eta" in r["edge"]) == (r["eta"] in (min(t["etas"]), max(t["etas"])))
         assert r["outside"] == (not 5e-5 <= r["eta"] <= 1.0)
         assert r["step"] == pytest.approx(r["eta"] * (r["gamma"] or 1.0))
-    est = _tuning_report.refine_estimate(result)
-    assert 0 < est["low"] < est["high"]
+        if r["method"] == "R-Subgrad-1" and r["nominal"]:  # refined on the ratio-2 axis
+            assert r["refined_from"] is not None and not r["edge"]
+            lo, hi = r["bracket"]
+            assert lo is not None and hi is not None and 1 / lo <= 2.0 + 1e-9 and hi <= 2.0 + 1e-9
+    cost = _tuning_report.refined_cost(result)
+    assert cost["panels"] == 3 and cost["ran"] + cost["reused"] >= 3 * 3
 
 
 def test_the_report_quotes_the_rule_and_counts_the_rows(tmp_path):
