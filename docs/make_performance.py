@@ -41,12 +41,17 @@ SECTIONS = [
     ("compile_time.md", "Compilation against running",
      "`benchmarks/compile_time.py`: the README's quickstart, a first fit, the demonstration "
      "and a loop over mu, each in a fresh process, and again in a second process with the "
-     "persistent compilation cache; a new mu compiles nothing."),
+     "persistent compilation cache; a new mu compiles nothing; the first answer's goals as "
+     "ratios to scikit-learn's first MiniBatchSparsePCA fit on the same data."),
     ("streaming.md", "Online runs", "`benchmarks/streaming.py`: memory and throughput of "
      "R-ProxSGD over a generated stream."),
     ("peers_quickstart.md", "Sparse PCA against SPAMS and scikit-learn",
      "`benchmarks/peers_quickstart.py`: `sparse_pca` at its defaults against SPAMS and "
      "scikit-learn's MiniBatchSparsePCA at matched nonzeros, on MNIST and Fashion-MNIST."),
+    ("peers_quickstart_full.md", "Sparse PCA against SPAMS and scikit-learn, all 70,000 images",
+     "`benchmarks/peers_quickstart.py --full DATA_DIR`: the same on all 70,000 MNIST and "
+     "Fashion-MNIST images, with the variance of the loadings' span beside the adjusted "
+     "variance."),
     ("rmc_peers.md", "Robust matrix completion against tensorly and a NumPy reference",
      "`benchmarks/rmc_peers.py`: `robust_matrix_completion` at its defaults on planted "
      "problems and the shipped video."),
