@@ -355,6 +355,37 @@ def test_a_compile_notice_on_a_first_call_only_and_silence_without_progress(monk
         assert "compiling" not in second.getvalue() and "rproxjax:" in second.getvalue()
 
 
+@pytest.mark.parametrize("online", [False, True], ids=["finite-sum", "stream"])
+def test_fit_says_when_it_compiles_once_and_not_when_cached(monkeypatch, online):
+    """fit(progress=True) writes one line before its first compilation of an epoch program
+    (the wait a first call spends), none when the programs are cached (the same shapes
+    again), and nothing without progress; the line comes before the bar's lines."""
+    rng = np.random.default_rng(7)
+
+    def run(progress, d=11 if online else 13):  # shapes no other test uses
+        data = rng.standard_normal((53, d)).astype(np.float32)
+        x0 = np.linalg.qr(rng.standard_normal((d, 2)))[0].astype(np.float32)
+        opt = rproxjax.r_prox_sgd(0.1, 0.5, rproxjax.l1(0.05))
+        source = (iter([data[i:i + 5] for i in range(0, 50, 5)]) if online else data)
+        kw = dict(num_steps=10) if online else dict(num_epochs=2)
+        rproxjax.fit(opt, rproxjax.problems.spca_loss, x0, source, key=jax.random.key(0),
+                     batch_size=5, recording=rproxjax.Recording(progress=progress), **kw)
+
+    monkeypatch.setattr(sys, "stderr", first := io.StringIO())
+    run(True)
+    monkeypatch.setattr(sys, "stderr", second := io.StringIO())
+    run(True)
+    lines = first.getvalue().splitlines()
+    notices = [i for i, line in enumerate(lines) if "compiling" in line]
+    assert notices == [0] and lines[0] == ("rproxjax: compiling the run's epoch program (first "
+                                           "call for these shapes and settings) ...")
+    assert len(lines) > 1  # then the bar's lines
+    assert "compiling" not in second.getvalue() and "rproxjax:" in second.getvalue()
+    monkeypatch.setattr(sys, "stderr", quiet := io.StringIO())
+    run(False, d=17 if online else 19)  # new shapes: it compiles, silently
+    assert quiet.getvalue() == ""
+
+
 @pytest.mark.parametrize("stream", ["pipe", "terminal-tqdm", "terminal-own-line"])
 def test_log_records_never_share_a_line_with_the_bar(monkeypatch, stream):
     if stream == "terminal-tqdm":

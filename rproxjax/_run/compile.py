@@ -211,8 +211,12 @@ def clear_cache() -> None:
     PROGRAMS.clear()
 
 
-def compile_once(fn: Callable, *example_args) -> Callable:
+def compile_once(fn: Callable, *example_args,
+                 notice: Callable[[], None] | None = None) -> Callable:
     """``fn`` as a compiled callable of arguments shaped like ``example_args``.
+
+    ``notice``, if given, is called just before a compilation (when the program is not
+    cached), not when the program is found in the cache.
 
     Compilation (if the program is not cached yet) happens here, not at the
     first call: callers time their calls. The returned callable takes arguments
@@ -239,8 +243,12 @@ def compile_once(fn: Callable, *example_args) -> Callable:
         return fn  # inside an outer trace (jit, vmap): inlined into the caller's program
     flat_examples = in_tree.flatten_up_to(example_args)
     key = program_key(closed.jaxpr, in_tree, out_tree, consts, flat_examples)
-    evaluator = PROGRAMS.get(key, lambda: _evaluator(closed.jaxpr, consts, flat_examples,
-                                                     PROGRAMS.refusals))
+    def build():
+        if notice is not None:
+            notice()
+        return _evaluator(closed.jaxpr, consts, flat_examples, PROGRAMS.refusals)
+
+    evaluator = PROGRAMS.get(key, build)
 
     def call(*args):
         flat = in_tree.flatten_up_to(args)

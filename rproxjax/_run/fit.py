@@ -529,13 +529,13 @@ def _finite_loop(program, carry, key, total, last, monitor):
             if fold:
                 if not programs:
                     programs[None] = compile_once(_epoch_fn(program, limited=True), carry,
-                                                  (inputs, steps))
+                                                  (inputs, steps), notice=monitor.compiling)
                 args = (inputs, steps if partial is None else np.int32(partial))
                 run = programs[None]
             else:
                 if partial not in programs:
                     programs[partial] = compile_once(_epoch_fn(program, partial), carry,
-                                                     inputs)
+                                                     inputs, notice=monitor.compiling)
                 args, run = inputs, programs[partial]
             start = time.perf_counter()
             carry, hist, _ = run(carry, args)
@@ -577,7 +577,7 @@ def _host_loop(program, carry, inputs_iter, key, monitor, total, last=None):
             shapes = (partial, str(jax.tree.map(jnp.shape, element)))
             if shapes not in programs:
                 programs[shapes] = compile_once(_epoch_fn(program, partial, per is not None),
-                                                carry, element)
+                                                carry, element, notice=monitor.compiling)
             if finite and end_loss is None:  # F after each epoch, outside the timing
                 end_loss = compile_once(lambda c: program.end_loss(c, None), carry)
                 epochs.losses.append(end_loss(carry))

@@ -292,8 +292,17 @@ class Monitor:
         check_callback(callback)
         stream = sys.stderr if stream is None else stream
         self.total, self.n, self.callback = total, n, callback
+        self.progress, self.stream, self.noticed = bool(progress), stream, False
         self.bar = _bar(total, stream) if progress else None
         self.stopped_at: int | np.ndarray | None = None
+
+    def compiling(self) -> None:
+        """With progress, the line of :func:`compile_notice` before the run's first
+        compilation of an epoch program (once per run; nothing where every program is
+        cached)."""
+        if self.progress and not self.noticed:
+            self.noticed = True
+            compile_notice(True, "the run's epoch program", self.stream)
 
     def _text(self, info) -> str:
         return f"F = {float(info.loss):.6g}  IFO/n = {float(info.ifo) / self.n:.2f}"
