@@ -188,15 +188,39 @@ myst_heading_anchors = 4
 
 # The notebooks live in notebooks/ (outside this source tree); they are copied into
 # docs/notebooks/ (generated, ignored by git) when the site is built, and notebooks.md lists
-# them. None has outputs committed: every one is executed at build time, in its small
-# version, so the outputs shown are those of the build. The tour runs small pieces on the
-# shipped data; the experiment notebooks draw the saved paper-size results of results/
-# (RPROXJAX_RESULTS) and rerun a tiny version of one configuration into a folder of this
-# build (RPROXJAX_SMALL_RESULTS). peers_table needs SPAMS and scikit-learn (the docs extra).
+# them. None has outputs committed: each is executed at build time, in its small version,
+# so the outputs shown are those of the build. Executions are cached (jupyter-cache) in a
+# folder named by a hash of everything a notebook reads besides its own cells (the library,
+# the lab, the results, the shipped data): a rebuild executes only the notebooks whose cells
+# changed, and a change to the library or the results executes them all again, so a cached
+# output is never stale. A fresh clone (CI) has no cache and executes every notebook. The
+# tour runs small pieces on the shipped data; the experiment notebooks draw the saved
+# paper-size results of results/ (RPROXJAX_RESULTS) and rerun a tiny version of one
+# configuration into a folder of this build (RPROXJAX_SMALL_RESULTS). peers_table needs
+# SPAMS and scikit-learn (the docs extra).
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 os.environ.setdefault("RPROXJAX_RESULTS", str(ROOT / "results"))
 os.environ.setdefault("RPROXJAX_SMALL_RESULTS", tempfile.mkdtemp(prefix="rproxjax-docs-"))
-nb_execution_mode = "force"
+def _inputs_hash() -> str:
+    """A hash of the files the notebooks read besides their cells: the library's and the
+    lab's sources, the results and the shipped data."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for pattern in ("rproxjax/**/*.py", "rproxjax/_data/*", "experiments/**/*.py",
+                    "results/*.json"):
+        for path in sorted(ROOT.glob(pattern)):
+            digest.update(str(path.relative_to(ROOT)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+nb_execution_mode = "cache"
+_CACHES = DOCS / "_build" / ".jupyter_cache"
+nb_execution_cache_path = str(_CACHES / _inputs_hash())
+for _old in (_CACHES.iterdir() if _CACHES.is_dir() else ()):  # caches of earlier inputs
+    if _old.is_dir() and str(_old) != nb_execution_cache_path:
+        shutil.rmtree(_old, ignore_errors=True)
 nb_execution_timeout = 600
 nb_execution_raise_on_error = True  # a notebook that fails fails the build
 nb_execution_in_temp = True  # the figures the notebooks save land in a temporary folder
