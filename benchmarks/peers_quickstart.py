@@ -122,11 +122,11 @@ def span_variance(x, data) -> float:
     return float(np.sum((data @ q) ** 2) / np.sum(data ** 2))
 
 
-def _pca_reference(data):
+def _pca_reference(data, r):
     """Adjusted variance of the top-r principal directions (dense; the ceiling)."""
     cov = data.T @ data
     _, vecs = np.linalg.eigh(cov)
-    m = loadings_metrics(vecs[:, ::-1][:, :R], data)
+    m = loadings_metrics(vecs[:, ::-1][:, :r], data)
     return m["adjusted_variance"], m["nonzeros_normalized"]
 
 
@@ -136,14 +136,14 @@ def _pca_reference(data):
 class Peer:
     """One peer's runs on one dataset: penalty -> record (summary or error, outer time)."""
 
-    def __init__(self, name, runner, grid, data):
-        self.name, self.runner, self.grid, self.data = name, runner, tuple(grid), data
+    def __init__(self, name, runner, grid, data, r=R):
+        self.name, self.runner, self.grid, self.data, self.r = name, runner, tuple(grid), data, r
         self.n = data.shape[0]
 
     def fit(self, penalty):
         tic = time.perf_counter()
         try:
-            summary, x = self.runner(self.data, r=R, penalty=float(penalty),
+            summary, x = self.runner(self.data, r=self.r, penalty=float(penalty),
                                      budget_ifo=PASSES * self.n, seed=0)
             rec = {"penalty": float(penalty), "ok": True, "summary": summary,
                    "span": span_variance(x, self.data),
@@ -225,12 +225,12 @@ def _timed(fn):
     return out, time.perf_counter() - tic
 
 
-def run_rproxjax(data, target):
+def run_rproxjax(data, target, r=R):
     _clear()
     before = _timing.compile_count()
-    path, first = _timed(lambda: rproxjax.sparse_pca(data, R, nonzeros=target))
+    path, first = _timed(lambda: rproxjax.sparse_pca(data, r, nonzeros=target))
     compiles = _timing.compile_count()[0] - before[0]
-    _, second = _timed(lambda: rproxjax.sparse_pca(data, R, nonzeros=target))
+    _, second = _timed(lambda: rproxjax.sparse_pca(data, r, nonzeros=target))
     m = loadings_metrics(np.asarray(path.loadings), data)
     mu, support = float(path.mu), path.settings["support"]
     print(f"    rproxjax nonzeros={target}: mu {mu:.4g} ({support}), {m['nonzeros_normalized']} "
@@ -239,14 +239,14 @@ def run_rproxjax(data, target):
     # the like-for-like single fit: the mu of the model's own path (refit=False refines
     # until a count is within 2% of the target; with the refit the path stops earlier, at a
     # denser run it cuts), refitted on its own
-    mu = float(rproxjax.sparse_pca(data, R, nonzeros=target, refit=False).mu)
-    single, s_first = _timed(lambda: rproxjax.sparse_pca(data, R, mu=mu))
-    _, s_second = _timed(lambda: rproxjax.sparse_pca(data, R, mu=mu))
+    mu = float(rproxjax.sparse_pca(data, r, nonzeros=target, refit=False).mu)
+    single, s_first = _timed(lambda: rproxjax.sparse_pca(data, r, mu=mu))
+    _, s_second = _timed(lambda: rproxjax.sparse_pca(data, r, mu=mu))
     ms = loadings_metrics(np.asarray(single.loadings), data)
     print(f"    rproxjax mu={mu:.4g}: {ms['nonzeros_normalized']} nnz, adj "
           f"{ms['adjusted_variance']:.4f}, first {s_first:.2f} s, second {s_second:.2f} s",
           flush=True)
-    model, m_time = _timed(lambda: rproxjax.sparse_pca(data, R, mu=mu, refit=False))
+    model, m_time = _timed(lambda: rproxjax.sparse_pca(data, r, mu=mu, refit=False))
     mm_ = loadings_metrics(np.asarray(model.loadings), data)
     print(f"    rproxjax mu={mu:.4g}, refit=False: {mm_['nonzeros_normalized']} nnz, adj "
           f"{mm_['adjusted_variance']:.4f}, {m_time:.2f} s", flush=True)
@@ -277,12 +277,12 @@ def _notes(summary, n):
     return ", ".join(notes)
 
 
-def dataset_block(name, n, data, targets, steps):
+def dataset_block(name, n, data, targets, steps, r=R):
     print(f"\n{name} (n = {n}): PCA reference", flush=True)
-    pca_adj, pca_nnz = _pca_reference(data)
+    pca_adj, pca_nnz = _pca_reference(data, r)
     sk_grid = tuple(a * math.sqrt(n / 20000) for a in SKLEARN_ALPHA_GRID_N20000)
-    peers = [Peer("SPAMS", run_spams, SPAMS_GAMMA1_GRID, data),
-             Peer("MiniBatchSparsePCA", run_sklearn, sk_grid, data)]
+    peers = [Peer("SPAMS", run_spams, SPAMS_GAMMA1_GRID, data, r),
+             Peer("MiniBatchSparsePCA", run_sklearn, sk_grid, data, r)]
     for peer in peers:
         print(f"  {peer.name}: grid sweep", flush=True)
         peer.sweep()
@@ -306,9 +306,9 @@ def dataset_block(name, n, data, targets, steps):
                 rec["rerun_s"] = again["fit_s"] if again["ok"] else float("nan")
     for row in results:
         print(f"  rproxjax, target {row['target']}", flush=True)
-        row["rproxjax"] = run_rproxjax(data, row["target"])
-    return {"dataset": name, "n": n, "pca_adjusted": pca_adj, "pca_nonzeros": pca_nnz,
-            "rows": results}
+        row["rproxjax"] = run_rproxjax(data, row["target"], r)
+    return {"dataset": name, "n": n, "r": r, "pca_adjusted": pca_adj,
+            "pca_nonzeros": pca_nnz, "rows": results}
 
 
 SUPPORT = {"run": "the run nearest k with at most k", "cut": "a denser run cut to k",
@@ -317,9 +317,10 @@ SUPPORT = {"run": "the run nearest k with at most k", "cut": "a denser run cut t
 
 def render(block):
     name, n = block["dataset"], block["n"]
-    lines = [f"## {name}, n = {n}, d = 784, r = {R}, {PASSES} passes",
+    r = block.get("r", R)
+    lines = [f"## {name}, n = {n}, d = 784, r = {r}, {PASSES} passes",
              "",
-             f"PCA (dense, top {R} eigenvectors): adjusted variance "
+             f"PCA (dense, top {r} eigenvectors): adjusted variance "
              f"{block['pca_adjusted']:.4f}, {block['pca_nonzeros']} nonzeros.",
              ""]
     headers = ["target", "method", "penalty", "nonzeros", "adj. variance", "span variance",
@@ -385,7 +386,10 @@ def main(argv=None):
     parser.add_argument("--full", metavar="DATA_DIR",
                         help="all 70,000 images of MNIST and Fashion-MNIST from "
                              "DATA_DIR/{mnist,fashion_mnist}70k.npz (the team's ../shared/data); "
-                             "saved as peers_quickstart_full.md")
+                             "saved as peers_quickstart_full.md (peers_quickstart_full_r<R>.md "
+                             "for another --r)")
+    parser.add_argument("--r", type=int, nargs="+", default=[R],
+                        help="numbers of components, one block per dataset each (default 10)")
     args = parser.parse_args(argv)
     if args.quick:
         datasets, targets, steps = [("MNIST", 5000)], (100, 1000), 2
@@ -398,8 +402,9 @@ def main(argv=None):
     machine = _timing.machine_info()
     tic = time.perf_counter()
     blocks = []
-    for name, n in datasets:
-        blocks.append(dataset_block(name, n, _load(name, n, args.full), targets, steps))
+    for r in args.r:
+        for name, n in datasets:
+            blocks.append(dataset_block(name, n, _load(name, n, args.full), targets, steps, r))
     wall = time.perf_counter() - tic
     load_end = [round(v, 2) for v in os.getloadavg()]
     import sklearn
@@ -413,7 +418,8 @@ def main(argv=None):
             f"nonzeros{' (--quick)' if args.quick else ''}",
             "",
             f"Run: `python benchmarks/{NAME}.py{' --quick' if args.quick else ''}"
-            f"{' --full DATA_DIR' if args.full else ''}`; whole run "
+            f"{' --full DATA_DIR' if args.full else ''}"
+            f"{'' if args.r == [R] else ' --r ' + ' '.join(map(str, args.r))}`; whole run "
             f"{wall / 60:.1f} min; load average at the end {load_end} (at the start: above). "
             f"scikit-learn {sklearn.__version__}, spams-bin {spams_version}. Peers run with "
             f"one BLAS thread; XLA uses every core. Protocol: the script's docstring. Nonzeros "
@@ -426,7 +432,8 @@ def main(argv=None):
         lines = [f"# Benchmark `{NAME}`", ""]
         lines += [f"- {key}: {value}" for key, value in machine.items()]
         lines += ["", markdown.rstrip(), ""]
-        path = _timing.RESULTS_DIR / f"{NAME}{'_full' if args.full else ''}.md"
+        tag = "" if args.r == [R] else "_r" + "_".join(map(str, args.r))
+        path = _timing.RESULTS_DIR / f"{NAME}{'_full' if args.full else ''}{tag}.md"
         path.write_text("\n".join(lines))
         print("saved", path)
 

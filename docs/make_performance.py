@@ -52,6 +52,9 @@ SECTIONS = [
      "`benchmarks/peers_quickstart.py --full DATA_DIR`: the same on all 70,000 MNIST and "
      "Fashion-MNIST images, with the variance of the loadings' span beside the adjusted "
      "variance."),
+    ("peers_quickstart_full_r5_20.md",
+     "Sparse PCA against SPAMS and scikit-learn, all 70,000 images, r = 5 and 20",
+     "`benchmarks/peers_quickstart.py --full DATA_DIR --r 5 20`."),
     ("rmc_peers.md", "Robust matrix completion against tensorly and a NumPy reference",
      "`benchmarks/rmc_peers.py`: `robust_matrix_completion` at its defaults on planted "
      "problems and the shipped video."),

@@ -140,3 +140,18 @@ def test_online_errors_are_raised_before_any_step(spiked):
         est.partial_fit(spiked[:1])
     with pytest.raises(ValueError, match="passes"):
         SparsePCA(R, passes=0).partial_fit(spiked[:500])
+
+
+def test_a_pickled_stream_resumes_bit_identically(spiked):
+    """An estimator saved mid-stream (pickle, as scikit-learn models are saved) and loaded
+    continues exactly where the original does: the same components after the next chunk."""
+    import pickle
+
+    chunks = list(_stream(spiked[:3000], 1, 3))
+    est = SparsePCA(R, mu=0.05, passes=1).partial_fit(chunks[0])
+    saved = pickle.loads(pickle.dumps(est))
+    for chunk in chunks[1:]:
+        est.partial_fit(chunk)
+        saved.partial_fit(chunk)
+    np.testing.assert_array_equal(est.components_, saved.components_)
+    assert est.n_iter_ == saved.n_iter_ and est.n_samples_seen_ == saved.n_samples_seen_
