@@ -178,10 +178,11 @@ def test_a_published_run_replays_with_the_present_library(path, key):
     each commit that saved units of a sparse PCA file, one reported run it computed
     (R-ProxSPB, the first seed: the refresh blocks, the subproblem solver and the
     retraction) recomputed now gives the saved loss curve, so results computed at an
-    earlier commit describe the present library. On the machine the results came from the curves agree bit for bit; rtol 1e-6
-    allows another CPU's rounding and still catches a changed computation: measured on
-    spca-fashion-r10, a step eta larger by 1e-6 (relative) moves the curve by 1.8e-7, and a
-    gamma larger by 1% by 1.6e-3, which the test shows fails the comparison."""
+    earlier commit describe the present library. On the machine the results came from the
+    curves agree bit for bit; rtol 1e-6 allows another CPU's rounding and still catches a
+    changed computation: measured on spca-fashion-r10, a step eta larger by 1e-6 (relative)
+    moves the curve by 1.8e-7, and a gamma larger by 1% by 1.6e-3, which the test shows fails
+    the comparison."""
     import numpy as np
 
     from experiments import _spca
