@@ -10,6 +10,7 @@ project's own checks keep v3's rule.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import pathlib
@@ -168,14 +169,14 @@ def _count(tally, kind) -> str:
 def _commits(result) -> list[tuple[str, int]]:
     """``(rproxjax <version> (<commit>), units)`` of each commit that computed units of a
     results file (a resumed or partly rerun file holds several), the file's last first."""
-    last = result["machine"]
-    machines = result.get("machines") or {"": last}
-    counts: dict[str, int] = {}
-    for m in [last, *machines.values()]:
+    def label(m):
         commit = m.get("commit")
-        label = f"rproxjax {m['rproxjax']}" + (f" ({commit[:10]})" if commit else "")
-        counts[label] = counts.get(label, 0) + 1
-    return [(label, n - 1 if i == 0 else n) for i, (label, n) in enumerate(counts.items())]
+        return f"rproxjax {m['rproxjax']}" + (f" ({commit[:10]})" if commit else "")
+
+    counts = collections.Counter(label(m) for m in
+                                 (result.get("machines") or {"": result["machine"]}).values())
+    last = label(result["machine"])
+    return sorted(counts.items(), key=lambda item: item[0] != last)  # stable: the rest in order
 
 
 def _made(result) -> str:

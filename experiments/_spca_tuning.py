@@ -280,13 +280,15 @@ def tune(method, cfg, data, mus, *, optimizer, schedule, seed_keys, gammas=None,
 
 class RatioAxis:
     """An eta axis of constant ``ratio`` through any value: the neighbours of v are
-    v / ratio and v * ratio (no edge)."""
+    v / ratio and v * ratio (no edge), each taken as a ``known`` value where it equals one
+    to rounding (the key that value already has in an evaluator's cache)."""
 
-    def __init__(self, ratio: float):
-        self.ratio = float(ratio)
+    def __init__(self, ratio: float, known=()):
+        self.ratio, self.known = float(ratio), sorted(known)
 
     def neighbours(self, value: float) -> list[float]:
-        return [value / self.ratio, value * self.ratio]
+        return [next((k for k in self.known if _same(k, v)), v)
+                for v in (value / self.ratio, value * self.ratio)]
 
 
 def _same(a: float, b: float) -> bool:
@@ -339,16 +341,10 @@ def refine_search(ev, tuned, panels, ratio, max_moves) -> tuple[list, list]:
             if rec["stage"] == "budget" and rec["panel"] == i:
                 ev.cache[(j, rec["eta"], rec["gamma"])] = rec["loss"]
                 reused.append(dict(rec))
-    known = sorted({e for (_, e, _) in ev.cache})
-
-    class _Axis(RatioAxis):
-        def neighbours(self, value):
-            return [next((k for k in known if _same(k, v)), v)
-                    for v in super().neighbours(value)]
-
+    axis = RatioAxis(ratio, known={e for (_, e, _) in ev.cache})
     gamma = tuned["choices"][panels[0]]["gamma"] if panels else None
     start = [(tuned["choices"][i]["eta"], gamma) for i in panels]
-    found = _local_search(ev, start, _Axis(ratio), None, max_moves, tune_gamma=False)
+    found = _local_search(ev, start, axis, None, max_moves, tune_gamma=False)
     for c, i in zip(found, panels, strict=True):
         c["tuned_eta"] = tuned["choices"][i]["eta"]
     return found, reused

@@ -222,11 +222,16 @@ class Store:
         return self.data
 
     def write(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, suffix=".json.tmp")
-        with os.fdopen(fd, "w") as f:
-            json.dump(self.data, f, indent=1)
-        os.replace(tmp, self.path)  # atomic: an interrupted write never corrupts the file
+        _write(self.path, self.data)
+
+
+def _write(path: pathlib.Path, data: dict) -> None:
+    """Writes a results file atomically: an interrupted write never corrupts it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".json.tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f, indent=1)
+    os.replace(tmp, path)
 
 
 def drop_units(out_dir, name: str, patterns) -> list[str]:
@@ -251,9 +256,7 @@ def drop_units(out_dir, name: str, patterns) -> list[str]:
         data.get("machines", {}).pop(k, None)
     data["complete"] = False
     data.pop("summary", None)
-    store = Store.__new__(Store)
-    store.path, store.data = path, data
-    store.write()
+    _write(path, data)
     return keys
 
 

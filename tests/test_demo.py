@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from rproxjax import _demo
+from tests.compilations import count_compilations
 from tests.subprocess_env import subprocess_env
 
 
@@ -74,22 +75,10 @@ def test_the_demo_compiles_its_runs_and_little_else(tmp_path):
     the one that evaluates F and draws the next epoch's samples, the optimizer's init) and
     its start: no program per indexing of a result or per split of a key. A second run
     compiles nothing."""
-    import jax
-
-    count = [0]
-
-    def listen(event, duration, **kwargs):
-        if event == "/jax/core/compile/backend_compile_duration":
-            count[0] += 1
-
-    jax.monitoring.register_event_duration_secs_listener(listen)
-    try:
+    def run():
         _demo.run(n=2000, budget=3.0, q=10, out_dir=tmp_path, plot=False, seed=3)
-        first = count[0]
-        _demo.run(n=2000, budget=3.0, q=10, out_dir=tmp_path, plot=False, seed=3)
-        second = count[0] - first
-    finally:
-        jax.monitoring.unregister_event_duration_listener(listen)
+
+    first, second = count_compilations(run), count_compilations(run)
     assert first <= 14 and second == 0, (first, second)  # 14 in a new process; 31 once
 
 

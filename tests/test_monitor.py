@@ -15,6 +15,7 @@ import pytest
 import rproxjax
 from rproxjax import Recording
 from rproxjax._run.monitor import Monitor
+from tests.compilations import count_compilations
 
 D, R = 24, 2
 
@@ -193,21 +194,6 @@ def test_pure_fit_calls_back_every_epoch_under_jit_and_per_lane_under_vmap(plant
     np.testing.assert_allclose(got, np.sort(np.asarray(losses[:, 1:]).ravel()), rtol=1e-12)
 
 
-def _compilations(fn):
-    count = []
-
-    def listen(event, duration, **kwargs):
-        if event == "/jax/core/compile/backend_compile_duration":
-            count.append(duration)
-
-    jax.monitoring.register_event_duration_secs_listener(listen)
-    try:
-        fn()
-    finally:
-        jax.monitoring.unregister_event_duration_listener(listen)
-    return len(count)
-
-
 @pytest.mark.parametrize("make", [_sgd, _spb], ids=["r_prox_sgd", "r_prox_spb"])
 def test_a_first_fit_compiles_three_programs_and_a_second_none(make):
     """The quickstart's fit on NumPy data: the optimizer's init, the epoch, and F with the
@@ -219,10 +205,10 @@ def test_a_first_fit_compiles_three_programs_and_a_second_none(make):
     x0 = np.linalg.qr(rng.standard_normal((16, 3)))[0].astype(np.float32)
     kw = dict(batch_size=20, num_epochs=2)
     keys = jax.random.key(0), jax.random.key(1)
-    first = _compilations(lambda: rproxjax.fit(make(0.1), rproxjax.problems.spca_loss, x0,
+    first = count_compilations(lambda: rproxjax.fit(make(0.1), rproxjax.problems.spca_loss, x0,
                                                data, key=keys[0], **kw))
     assert first <= 3
-    second = _compilations(lambda: rproxjax.fit(make(0.3), rproxjax.problems.spca_loss, x0,
+    second = count_compilations(lambda: rproxjax.fit(make(0.3), rproxjax.problems.spca_loss, x0,
                                                 data * 2, key=keys[1], **kw))
     assert second == 0
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from rproxjax import SparsePCA
+from tests.compilations import count_compilations
 
 D, R, N = 30, 3, 6000
 
@@ -73,22 +74,6 @@ def test_the_running_moments_are_those_of_all_rows_seen(spiked):
         np.sum(np.diag(np.linalg.cholesky(gram)) ** 2) / np.trace(cov), rel=1e-10)
 
 
-def _compilations(fn) -> int:
-    """The XLA compilations while ``fn()`` runs."""
-    count = []
-
-    def listen(event, duration, **kwargs):
-        if event == "/jax/core/compile/backend_compile_duration":
-            count.append(duration)
-
-    jax.monitoring.register_event_duration_secs_listener(listen)
-    try:
-        fn()
-    finally:
-        jax.monitoring.unregister_event_duration_listener(listen)
-    return len(count)
-
-
 def test_the_state_does_not_grow_and_later_chunks_compile_nothing(spiked):
     """After the first two chunks (the first compiles the start and the chunk's steps),
     ten more chunks of the same size compile nothing, and the state holds the same bytes
@@ -104,10 +89,10 @@ def test_the_state_does_not_grow_and_later_chunks_compile_nothing(spiked):
 
     est.partial_fit(chunks[0]).partial_fit(chunks[1])
     after_two = size()
-    assert _compilations(lambda: [est.partial_fit(c) for c in chunks[2:]]) == 0
+    assert count_compilations(lambda: [est.partial_fit(c) for c in chunks[2:]]) == 0
     assert size() == after_two
-    assert _compilations(lambda: est.partial_fit(spiked[:700])) >= 1
-    assert _compilations(lambda: est.partial_fit(spiked[700:1400])) == 0
+    assert count_compilations(lambda: est.partial_fit(spiked[:700])) >= 1
+    assert count_compilations(lambda: est.partial_fit(spiked[700:1400])) == 0
 
 
 def test_fit_over_an_iterator_is_partial_fit_over_its_chunks(spiked):

@@ -118,19 +118,12 @@ class SparsePCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                          q=self.q, eta=self.eta, gamma=self.gamma, refit=self.refit,
                          seed=seed, progress=self.verbose)
         dtype = X.dtype  # type: ignore[union-attr]
-        self.components_ = np.asarray(res.loadings, dtype).T.copy()
-        self.mean_ = np.asarray(res.mean, dtype)
-        self.n_components_ = int(r)
-        total = float(np.sum((X - self.mean_) ** 2)) / X.shape[0]  # type: ignore[union-attr]
-        self.explained_variance_ = np.asarray(res.component_variance, dtype)
-        self.explained_variance_ratio_ = self.explained_variance_ / total
-        self.adjusted_variance_ = float(res.adjusted_variance)
-        self.nonzeros_ = int(res.nonzeros)
-        self.mu_ = np.asarray(res.mu)
-        self.path_ = res.path
-        self.n_iter_ = int(res.num_steps)
-        self.n_samples_seen_ = int(X.shape[0])  # type: ignore[union-attr]
-        self._n_features_out = self.n_components_
+        mean = np.asarray(res.mean, dtype)
+        self._set_attributes(
+            dtype, loadings=res.loadings, mean=mean, component_variance=res.component_variance,
+            total=float(np.sum((X - mean) ** 2)) / X.shape[0],  # type: ignore[union-attr]
+            adjusted=float(res.adjusted_variance), nonzeros=res.nonzeros, mu=res.mu,
+            path=res.path, steps=res.num_steps, seen=X.shape[0])  # type: ignore[union-attr]
         return self
 
     def partial_fit(self, X: npt.ArrayLike, y: Any = None) -> Self:
@@ -166,13 +159,13 @@ class SparsePCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             stream = self._stream
             chunk = _as_matrix("X", X, stream.settings["dtype"])
         self._stream = online.update(stream, chunk, self.passes)
-        out = online.result(self._stream, self.refit)
-        self._set_attributes(out["loadings"], self._stream.mean, out["component_variance"],
-                             out["total"], out["nonzeros"])
-        self.mu_ = np.asarray(self._stream.settings["mu"])
-        self.path_ = None
-        self.n_iter_ = int(self._stream.steps)
-        self.n_samples_seen_ = int(self._stream.n_seen)
+        out, state = online.result(self._stream, self.refit), self._stream
+        self._set_attributes(
+            out["loadings"].dtype, loadings=out["loadings"], mean=state.mean,
+            component_variance=out["component_variance"], total=out["total"],
+            adjusted=float(np.sum(out["component_variance"]) / out["total"]),
+            nonzeros=out["nonzeros"], mu=state.settings["mu"], path=None, steps=state.steps,
+            seen=state.n_seen)
         return self
 
     def _seed(self) -> int:
@@ -182,15 +175,20 @@ class SparsePCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                              f"an int seed), got {type(seed).__name__}.")
         return int(seed)
 
-    def _set_attributes(self, loadings, mean, component_variance, total, nonzeros):
-        dtype = loadings.dtype
+    def _set_attributes(self, dtype, *, loadings, mean, component_variance, total, adjusted,
+                        nonzeros, mu, path, steps, seen):
+        """The fitted attributes (arrays in ``dtype``), from :meth:`fit` or :meth:`partial_fit`."""
         self.components_ = np.asarray(loadings, dtype).T.copy()
         self.mean_ = np.asarray(mean, dtype)
-        self.n_components_ = int(loadings.shape[1])
+        self.n_components_ = int(self.components_.shape[0])
         self.explained_variance_ = np.asarray(component_variance, dtype)
         self.explained_variance_ratio_ = self.explained_variance_ / total
-        self.adjusted_variance_ = float(np.sum(component_variance) / total)
+        self.adjusted_variance_ = adjusted
         self.nonzeros_ = int(nonzeros)
+        self.mu_ = np.asarray(mu)
+        self.path_ = path
+        self.n_iter_ = int(steps)
+        self.n_samples_seen_ = int(seen)
         self._n_features_out = self.n_components_
 
     def transform(self, X: npt.ArrayLike) -> np.ndarray:

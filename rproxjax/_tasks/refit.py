@@ -145,16 +145,8 @@ def refit_on_support(x: np.ndarray, centred: np.ndarray, threshold: float,
       the loadings are ``x`` itself, unchanged, when no sweep improves on it.
     """
     x = np.asarray(x)
-    start = _own_variance(x, centred)
-    keep = np.abs(x) > threshold
-    union = np.flatnonzero(keep.any(axis=1))
-    if union.size == 0:
-        return x, start, start
-    cov = covariance(centred, union, x.dtype)
-    best, value = _chains(np.where(keep, x, 0)[union], keep[union], cov, sweeps, start)
-    if best is None:
-        return x, start, start
-    return _embed(best, union, x), start, value
+    return _refit_pattern(x, _own_variance(x, centred), threshold, sweeps,
+                          lambda union: covariance(centred, union, x.dtype))
 
 
 def refit_on_covariance(x: np.ndarray, cov: np.ndarray, threshold: float,
@@ -162,13 +154,19 @@ def refit_on_covariance(x: np.ndarray, cov: np.ndarray, threshold: float,
     """:func:`refit_on_support` from the d x d covariance ``cov`` instead of the data (an
     online fit keeps the covariance, not the rows): the same chains on C[U, U]."""
     x = np.asarray(x)
-    start = adjusted_variance(x, cov)
+    return _refit_pattern(x, adjusted_variance(x, cov), threshold, sweeps,
+                          lambda union: cov[np.ix_(union, union)])
+
+
+def _refit_pattern(x, start, threshold, sweeps, cov_on):
+    """The chains of :func:`refit_on_support` on the union U of the supports of ``x``
+    (``start``: its adjusted variance), ``cov_on(U)`` the covariance there."""
     keep = np.abs(x) > threshold
     union = np.flatnonzero(keep.any(axis=1))
     if union.size == 0:
         return x, start, start
-    best, value = _chains(np.where(keep, x, 0)[union], keep[union],
-                          cov[np.ix_(union, union)], sweeps, start)
+    best, value = _chains(np.where(keep, x, 0)[union], keep[union], cov_on(union), sweeps,
+                          start)
     if best is None:
         return x, start, start
     return _embed(best, union, x), start, value
