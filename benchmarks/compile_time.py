@@ -136,8 +136,6 @@ def scenario_quickstart() -> dict:
         return _measure(once)
 
     out = {"sparse_pca(nonzeros=200)": call(nonzeros=200)}
-    if "--tag" in sys.argv:  # the cached process (tagged _cached): its first call alone
-        return out
     out["sparse_pca(nonzeros=300), compiled"] = call(nonzeros=300)
     out["sparse_pca() single mu, first"] = call()
     out["sparse_pca(mu=half the default) single mu, compiled"] = call(
@@ -231,7 +229,6 @@ def main(argv=None):
     parser.add_argument("--cache", help="a persistent compilation cache folder (scenarios)")
     parser.add_argument("--label", default="", help="a label for this version (e.g. before)")
     parser.add_argument("--no-save", action="store_true")
-    parser.add_argument("--tag", default="", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.scenario:  # one scenario in this process: print JSON for the parent
         if args.cache:  # this benchmark's own process: it may configure JAX
@@ -252,7 +249,7 @@ def main(argv=None):
     for name in ("quickstart", "first_fit", "demo"):
         with tempfile.TemporaryDirectory() as cache:
             run(name, "--cache", cache)  # fills the cache
-            results[f"{name}_cached"] = run(name, "--cache", cache, "--tag", "_cached")
+            results[f"{name}_cached"] = run(name, "--cache", cache)
     import rproxjax
 
     title = (f"## Wall time: compilation against running ({args.label or 'this version'}, "
