@@ -3,7 +3,8 @@ matched nonzeros, on the shipped data, in one run.
 
 Run from the repository root (about 10-15 minutes on 2 CPU cores; ``--quick``: 2-3)::
 
-    python benchmarks/peers_quickstart.py [--quick] [--no-save]
+    python benchmarks/peers_quickstart.py [--quick] [--no-save] [--full DATA_DIR] [--r R ...]
+        [--peers-from FILE]
 
 What a user gets from each library when asking for sparse loadings with a given number of
 nonzeros. Protocol:
@@ -12,8 +13,10 @@ nonzeros. Protocol:
   ``load_fashion_mnist(n=10000, seed=0)``, float64, centred by the loaders (the peers expect
   centred data; ``sparse_pca`` centres again, a no-op); d = 784, r = 10 components.
   ``--quick``: MNIST only, n = 5,000.
-* Budget: 10 passes over the data for every method: ``sparse_pca``'s default
-  ``passes=10``, ``budget_ifo = 10 n`` for the peers. scikit-learn's ``MiniBatchSparsePCA``
+* Budget: 10 passes over the data for the peers (``budget_ifo = 10 n``); ``sparse_pca``
+  at its defaults: its path's runs take 10 passes up to about 2,000 rows and 450
+  minibatches' worth above (3.2 passes at n = 20,000, 2 at 70,000; the table's heading
+  says), its single fit 10 passes. scikit-learn's ``MiniBatchSparsePCA``
   cannot keep it: its randomized-SVD initialisation and final Lasso readout alone cost 17 n,
   so it runs its minimum of one mini-batch pass (18 n in all; "over budget" in the notes).
 * Targets: 100, 300, 1,000, 3,000 total nonzeros of d r = 7,840 (very sparse to dense;
@@ -48,7 +51,9 @@ nonzeros. Protocol:
   matched run's own fit time during the search; "second call" is one rerun at the matched
   penalty after the searches (what a user who knew the penalty would pay). "search" is the
   whole grid sweep plus that target's widening and bisection fits, outer wall time (data
-  preparation included).
+  preparation included). With ``--peers-from FILE`` (an earlier results file of the same
+  data) each peer runs once at the penalty it matched there, and its search time and fits
+  are that file's (marked in the notes): rproxjax's rows are rerun in full.
 * Wall times are ``time.perf_counter`` seconds: the peers' fit call only (as ``run_*``
   measures it), ``sparse_pca`` whole (centring, scales, warm start, runs, metrics), synced.
 * Verdict per target: rproxjax's adjusted variance (the ``nonzeros=k`` result) minus the best
@@ -65,6 +70,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -131,6 +137,27 @@ def _pca_reference(data, r):
 
 
 # ------------------------------------------------------------------------ peers
+
+
+def earlier_penalties(path) -> dict:
+    """{(dataset, n, r): {peer: {target: (penalty, search s, fits)}}} read off an earlier
+    results file of this script (its tables' peer rows)."""
+    found, block = {}, None
+    for line in Path(path).read_text().splitlines():
+        head = re.match(r"## (.+), n = (\d+), d = \d+, r = (\d+)", line)
+        if head:
+            block = found.setdefault((head[1], int(head[2]), int(head[3])), {})
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if block is None or len(cells) < 9 or cells[1] not in ("SPAMS", "MiniBatchSparsePCA"):
+            continue
+        penalty = re.fullmatch(r"(?:gamma1|alpha)=(\S+)", cells[2])
+        fits = re.search(r"(\d+) fits", cells[-1])  # the last columns: search (s), notes
+        if penalty:
+            block.setdefault(cells[1], {})[int(cells[0])] = (
+                float(penalty[1]), float(cells[-2]), int(fits[1]) if fits else 0)
+    return found
+
 
 
 class Peer:
@@ -277,20 +304,31 @@ def _notes(summary, n):
     return ", ".join(notes)
 
 
-def dataset_block(name, n, data, targets, steps, r=R):
+def dataset_block(name, n, data, targets, steps, r=R, earlier=None):
+    """One dataset's rows. With ``earlier`` (:func:`earlier_penalties` of this dataset), each
+    peer runs once at its matched penalty from that file instead of searching for it (its
+    search time and fits are the file's)."""
     print(f"\n{name} (n = {n}): PCA reference", flush=True)
     pca_adj, pca_nnz = _pca_reference(data, r)
     sk_grid = tuple(a * math.sqrt(n / 20000) for a in SKLEARN_ALPHA_GRID_N20000)
     peers = [Peer("SPAMS", run_spams, SPAMS_GAMMA1_GRID, data, r),
              Peer("MiniBatchSparsePCA", run_sklearn, sk_grid, data, r)]
     for peer in peers:
-        print(f"  {peer.name}: grid sweep", flush=True)
-        peer.sweep()
+        if earlier is None:
+            print(f"  {peer.name}: grid sweep", flush=True)
+            peer.sweep()
     results = []
     for target in targets:
         print(f"  target {target}", flush=True)
         row = {"target": target, "peers": {}}
         for peer in peers:
+            if earlier is not None:
+                penalty, search, fits = earlier[peer.name][target]
+                best = peer.fit(penalty)
+                row["peers"][peer.name] = {
+                    "best": best if best["ok"] else None, "search_s": search, "fits": fits,
+                    "failures": [] if best["ok"] else [best], "earlier": True}
+                continue
             best, runs, search = peer.match(target, steps)
             row["peers"][peer.name] = {
                 "best": best, "search_s": search, "fits": len(runs),
@@ -318,7 +356,9 @@ SUPPORT = {"run": "the run nearest k with at most k", "cut": "a denser run cut t
 def render(block):
     name, n = block["dataset"], block["n"]
     r = block.get("r", R)
-    lines = [f"## {name}, n = {n}, d = 784, r = {r}, {PASSES} passes",
+    passes = sorted({f"{row['rproxjax']['path']['passes']:.3g}" for row in block["rows"]})
+    lines = [f"## {name}, n = {n}, d = 784, r = {r}, {PASSES} passes (the peers' budget; "
+             f"rproxjax's path runs: {', '.join(passes)} passes each, its default)",
              "",
              f"PCA (dense, top {r} eigenvectors): adjusted variance "
              f"{block['pca_adjusted']:.4f}, {block['pca_nonzeros']} nonzeros.",
@@ -337,7 +377,7 @@ def render(block):
                      f"support: {SUPPORT[p['support']]}"))
         rows.append((k, "rproxjax `mu=` (single fit)", f"mu={s['mu']:.4g}", s["nnz"],
                      f"{s['adjusted']:.4f}", "", f"{s['first_s']:.2f}", f"{s['second_s']:.2f}",
-                     "", "the model's path run nearest k (refit=False), alone"))
+                     "", "at the mu of the path's run nearest k (refit=False), default budget"))
         md = rp["model"]
         rows.append((k, "rproxjax `mu=`, `refit=False`", f"mu={md['mu']:.4g}", md["nnz"],
                      f"{md['adjusted']:.4f}", "", "", f"{md['second_s']:.2f}", "",
@@ -351,8 +391,9 @@ def render(block):
                              f"all fits failed ({fails})"))
                 continue
             label = "gamma1" if pname == "SPAMS" else "alpha"
-            notes = ", ".join(x for x in (_notes(b["summary"], n), f"{rec['fits']} fits", fails)
-                              if x)
+            fits = (f"penalty and search ({rec['fits']} fits) from the earlier run"
+                    if rec.get("earlier") else f"{rec['fits']} fits")
+            notes = ", ".join(x for x in (_notes(b["summary"], n), fits, fails) if x)
             rows.append((k, pname, f"{label}={b['penalty']:.4g}", b["nnz"],
                          f"{b['adjusted']:.4f}", f"{b['span']:.4f}", f"{b['fit_s']:.2f}",
                          f"{rec['rerun_s']:.2f}",
@@ -388,6 +429,10 @@ def main(argv=None):
                              "DATA_DIR/{mnist,fashion_mnist}70k.npz (the team's ../shared/data); "
                              "saved as peers_quickstart_full.md (peers_quickstart_full_r<R>.md "
                              "for another --r)")
+    parser.add_argument("--peers-from", metavar="FILE",
+                        help="an earlier results file of the same data: each peer runs once "
+                             "at its matched penalty there instead of searching for it "
+                             "(rproxjax is rerun in full)")
     parser.add_argument("--r", type=int, nargs="+", default=[R],
                         help="numbers of components, one block per dataset each (default 10)")
     args = parser.parse_args(argv)
@@ -402,9 +447,12 @@ def main(argv=None):
     machine = _timing.machine_info()
     tic = time.perf_counter()
     blocks = []
+    earlier = earlier_penalties(args.peers_from) if args.peers_from else None
     for r in args.r:
         for name, n in datasets:
-            blocks.append(dataset_block(name, n, _load(name, n, args.full), targets, steps, r))
+            known = None if earlier is None else earlier[(name, n, r)]
+            blocks.append(dataset_block(name, n, _load(name, n, args.full), targets, steps, r,
+                                        known))
     wall = time.perf_counter() - tic
     load_end = [round(v, 2) for v in os.getloadavg()]
     import sklearn
@@ -419,7 +467,9 @@ def main(argv=None):
             "",
             f"Run: `python benchmarks/{NAME}.py{' --quick' if args.quick else ''}"
             f"{' --full DATA_DIR' if args.full else ''}"
-            f"{'' if args.r == [R] else ' --r ' + ' '.join(map(str, args.r))}`; whole run "
+            f"{'' if args.r == [R] else ' --r ' + ' '.join(map(str, args.r))}"
+            f"{' --peers-from ' + Path(args.peers_from).name if args.peers_from else ''}`; "
+            f"whole run "
             f"{wall / 60:.1f} min; load average at the end {load_end} (at the start: above). "
             f"scikit-learn {sklearn.__version__}, spams-bin {spams_version}. Peers run with "
             f"one BLAS thread; XLA uses every core. Protocol: the script's docstring. Nonzeros "

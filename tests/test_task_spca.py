@@ -867,3 +867,72 @@ def test_float64_data_computed_in_float32_warn_at_the_callers_line(tmp_path):
     assert len(lines) == 2, out.stderr[-2000:]
     assert lines[0].startswith(f"{script}:4: UserWarning: data is float64")
     assert lines[1].startswith(f"{script}:7: UserWarning: M is float64")
+
+
+def test_the_default_budget_is_ten_passes_and_a_paths_runs_a_number_of_steps():
+    """passes=None: a single fit runs 10 passes on any n; a nonzeros= path's runs 10 passes
+    on small data and 450 minibatches' IFOs (450 b / n passes, at least 2) on larger data,
+    about as many R-ProxSPB steps either way; an explicit passes is kept; ManPG takes 10
+    full-gradient steps."""
+    rule = spca_task.default_passes
+    assert rule("r_prox_spb", 2000, 45, path=True) == 10.0
+    assert rule("r_prox_spb", 8000, 89, path=True) == pytest.approx(450 * 89 / 8000)
+    assert rule("r_prox_spb", 70000, 265, path=True) == 2.0
+    assert rule("r_prox_spb", 70000, 265) == rule("manpg", 70000, 70000, path=True) == 10.0
+    data = np.random.default_rng(5).standard_normal((8000, 12)) * np.linspace(3, 0.3, 12)
+    single = rproxjax.sparse_pca(data, 2, mu=0.1)
+    path = rproxjax.sparse_pca(data, 2, nonzeros=8)
+    given = rproxjax.sparse_pca(data, 2, nonzeros=8, passes=7)
+    b = single.settings["batch_size"]
+    assert b == 89
+    assert single.passes == pytest.approx(10.0, abs=0.3)
+    assert path.passes == pytest.approx(450 * b / 8000, abs=0.3)
+    assert given.passes == pytest.approx(7.0, abs=0.3)
+    small = rproxjax.sparse_pca(SMALL, 3, nonzeros=12)  # n = 400: 10 passes (whole blocks)
+    assert small.passes == rproxjax.sparse_pca(SMALL, 3, nonzeros=12, passes=10).passes
+    with pytest.raises(ValueError, match="passes"):
+        rproxjax.sparse_pca(SMALL, 3, nonzeros=12, passes=0)
+
+
+def test_fill_keeps_the_runs_pattern_and_adds_a_denser_runs_largest_entries():
+    """The "fill" candidate: the run's own entries, and the denser run's largest entries
+    off that pattern up to k in all (with the denser run's values); None where the run
+    has k entries already or the denser run adds none."""
+    x = np.zeros((6, 2))
+    x[[0, 1], 0], x[2, 1] = (0.8, 0.6), 1.0
+    denser = np.full((6, 2), 1e-4)
+    denser[[0, 3, 4], 0], denser[[2, 5], 1] = (0.7, 0.5, 0.2), (0.9, 0.3)
+    filled = spca_task._fill(x, denser, 5)
+    keep = np.abs(filled) > 1e-3
+    assert keep.sum() == 5
+    np.testing.assert_array_equal(filled[[0, 1], 0], x[[0, 1], 0])  # the run's own values
+    assert filled[2, 1] == 1.0 and filled[3, 0] == 0.5 and filled[5, 1] == 0.3
+    assert filled[4, 0] == 0.0  # the third-largest addition is beyond k
+    assert spca_task._fill(x, denser, 3) is None
+    assert spca_task._fill(x, np.where(np.abs(x) > 0, 1.0, 0.0), 5) is None
+
+
+def test_a_target_refit_is_at_least_as_good_as_its_filled_pattern_refitted():
+    """With a sparser run and a denser one, the nonzeros= refit also refits the sparser
+    run's pattern filled up to k from the denser run: its result explains at least as much
+    variance as each candidate's refit alone (the run's, its filled pattern's, the denser
+    run's cut), with at most k nonzeros, orthonormal. Here, one entry above the sparser
+    run's count, the filled pattern wins over both the run and the cut."""
+    from rproxjax._tasks.refit import refit_best
+
+    a = SMALL - SMALL.mean(axis=0)
+    sparse = np.asarray(rproxjax.sparse_pca(SMALL, 3, mu=2.0, passes=3, refit=False).loadings)
+    dense = np.asarray(rproxjax.sparse_pca(SMALL, 3, mu=0.2, passes=3, refit=False).loadings)
+    k = spca_task._count(sparse) + 1
+    assert k < spca_task._count(dense)
+    x, mu, support = spca_task._refit_target(sparse, np.float64(2.0),
+                                             [(np.float64(0.2), dense)], a, k)
+    x = np.asarray(x)
+    ours = np.sum(np.diag(np.linalg.qr(a @ x, mode="r")) ** 2) / len(a)
+    run = refit_best([sparse], a, 1e-3)[2]
+    filled = refit_best([sparse, spca_task._fill(sparse, dense, k)], a, 1e-3, kept=2)[2]
+    cut = refit_best([sparse, spca_task._cut(dense, k)], a, 1e-3)[2]
+    assert ours >= max(run, filled, cut) - 1e-9 * ours
+    assert support == "fill" and float(mu) == 2.0 and filled > max(run, cut)
+    assert spca_task._count(x) <= k
+    np.testing.assert_allclose(x.T @ x, np.eye(3), atol=1e-12)

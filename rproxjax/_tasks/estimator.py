@@ -70,8 +70,9 @@ class SparsePCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     """
 
     def __init__(self, n_components: int | None = None, *, mu: ArrayLike | None = None,
-                 nonzeros: int | None = None, method: str = "r_prox_spb", passes: float = 10.0,
-                 center: bool = True, batch_size: int | None = None, q: int | None = None,
+                 nonzeros: int | None = None, method: str = "r_prox_spb",
+                 passes: float | None = None, center: bool = True,
+                 batch_size: int | None = None, q: int | None = None,
                  eta: float | None = None, gamma: float | None = None, refit: bool = True,
                  random_state: int | None = None, sparsity_weight: float = 0.0,
                  verbose: bool = False) -> None:
@@ -131,9 +132,10 @@ class SparsePCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
 
         Online sparse PCA: each call updates the running mean and covariance of the rows
         seen so far, centres the chunk by that mean and runs ``passes`` passes of the
-        optimizer over it, continuing from the point, the optimizer's state (step count,
-        R-ProxSPB's estimator) and the sampling key the previous call left. The first call
-        fixes the scales as :meth:`fit` reads them off the data (the start: the chunk's
+        optimizer over it (default: 10, :func:`sparse_pca`'s single-fit budget),
+        continuing from the point, the optimizer's state (step count, R-ProxSPB's
+        estimator) and the sampling key the previous call left. The first call fixes the
+        scales as :meth:`fit` reads them off the data (the start: the chunk's
         principal directions; gamma; the default mu, 0.1 of the chunk's mu_max; the
         minibatch size and R-ProxSPB's refresh period q). R-ProxSPB refreshes its estimate
         on the whole chunk at each block's start and runs whole blocks (at least one) per
@@ -265,7 +267,8 @@ def _start_stream(est: SparsePCA, X) -> online.OnlineSPCA:
     d = X.shape[1]
     r = min(X.shape) if est.n_components is None else _positive_int(
         "n_components", est.n_components, 1, d)
-    _positive_float("passes", est.passes)
+    if est.passes is not None:
+        _positive_float("passes", est.passes)
     b = None if est.batch_size is None else _positive_int("batch_size", est.batch_size, 1)
     q = None if est.q is None else _positive_int("q", est.q, 2)
     eta = None if est.eta is None else _positive_float("eta", est.eta)

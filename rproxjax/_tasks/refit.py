@@ -183,16 +183,17 @@ def component_variances(x: np.ndarray, cov: np.ndarray) -> np.ndarray:
 
 
 def refit_best(starts: list[np.ndarray], centred: np.ndarray, threshold: float,
-               sweeps: int = 2, screen: int = 3) -> tuple[int, np.ndarray, float]:
+               sweeps: int = 2, screen: int = 3, kept: int = 1) -> tuple[int, np.ndarray, float]:
     """The best orthonormal loadings over several zero patterns, by adjusted variance.
 
     ``starts[0]`` is refitted as by :func:`refit_on_support` (the result is at least as
     good as it). The other starts are zero patterns with values, not necessarily
-    orthonormal (loadings cut to their largest entries, say): they are ranked by the
-    adjusted variance of their column-normalized values (from the scores, O(n d r) each),
-    and the ``screen`` best are refitted by the same two chains; a chain counts only where
+    orthonormal (loadings cut to their largest entries, say): the first ``kept`` - 1 of
+    them are refitted too, the rest ranked by the adjusted variance of their
+    column-normalized values (from the scores, O(n d r) each), and the ``screen`` best
+    are refitted, all by the same two chains; a chain counts only where
     it ends orthonormal (the greedy pass always does). One covariance serves the refits,
-    on the union of the refitted starts' supports: O(n s^2) for s <= min(d, (1 + screen) k)
+    on the union of the refitted starts' supports: O(n s^2) for s <= min(d, (kept + screen) k)
     features, k the largest support.
 
     Args:
@@ -201,7 +202,8 @@ def refit_best(starts: list[np.ndarray], centred: np.ndarray, threshold: float,
       centred: the n x d centred data (NumPy).
       threshold: as in :func:`refit_on_support`.
       sweeps: sweeps per chain.
-      screen: how many of ``starts[1:]`` are refitted.
+      screen: how many of ``starts[kept:]`` are refitted.
+      kept: how many of the first starts are refitted without the screen (at least 1).
 
     Returns:
       (index of the start whose pattern won, d x r loadings, their adjusted variance as a
@@ -217,8 +219,9 @@ def refit_best(starts: list[np.ndarray], centred: np.ndarray, threshold: float,
         norms = np.linalg.norm(patterns[i], axis=0)
         return _own_variance(patterns[i] / norms, centred) if np.all(norms > 0) else -np.inf
 
-    ranked = sorted(range(1, len(starts)), key=lambda i: -screened(i))[:screen]
-    chosen = [0] + ranked
+    kept = max(1, min(kept, len(starts)))
+    ranked = sorted(range(kept, len(starts)), key=lambda i: -screened(i))[:screen]
+    chosen = list(range(kept)) + ranked
     union = np.flatnonzero(np.any([keeps[i].any(axis=1) for i in chosen], axis=0))
     if union.size == 0:
         return index, best, best_value

@@ -52,6 +52,14 @@ REFINE_ROUNDS = 3
 """Refinements at most."""
 NONZERO_RTOL = 0.02
 """A path stops refining once a count is within 2% of the target."""
+PASSES = 10.0
+"""The default budget in passes over the data (a ``nonzeros=`` path's runs: where the data
+are small, n up to about 2,000 rows at the default minibatch)."""
+MINIBATCHES = 450
+"""A ``nonzeros=`` path's default budget on larger data: 450 minibatches' IFOs (450 b, b the
+minibatch) per run, at least 2 passes (one whole R-ProxSPB block): its runs choose a zero
+pattern that the refit then optimizes, for which a number of steps suffices, not of
+passes."""
 CUT_SLACK = 0.25
 """With the refit, a path also stops refining once a run has between k and 1.25 k nonzeros
 (and another at most k): its cut to the k largest entries is then a candidate pattern as
@@ -113,8 +121,8 @@ class SparsePCAResult(NamedTuple):
       path: the :class:`SparsePCAPath` of a ``nonzeros=`` target, else None.
       settings: the run's settings as a dict (step sizes, batch size, q, the data's scales;
         ``"support"``: where the zero pattern came from, "run", or for a ``nonzeros=``
-        target refitted from a cut, "cut" (a denser run's) or "start" (the principal
-        directions')).
+        target refitted from another pattern, "fill" (the run's filled from a denser
+        run), "cut" (a denser run's) or "start" (the principal directions')).
     """
 
     loadings: Array
@@ -324,6 +332,16 @@ def _plan(method, n, passes, batch_size, q):
     return dict(batch_size=batch_size, num_steps=steps), steps
 
 
+def default_passes(method: str, n: int, b: int, path: bool = False) -> float:
+    """The default budget in passes of a run on ``n`` rows at minibatch ``b``: ``PASSES``
+    (10); for a ``path``'s runs, where 10 passes are more than ``MINIBATCHES`` (450)
+    minibatches, 450 b / n passes, at least 2 (about 450 R-ProxSGD steps, or 110 of
+    R-ProxSPB at its default q, on any n); ManPG's ``PASSES`` full-gradient steps."""
+    if method == "manpg" or not path:
+        return PASSES
+    return float(min(PASSES, max(2.0, MINIBATCHES * b / n)))
+
+
 def _optimizer(method, mu, eta, gamma, q, ssn):
     reg = l1(mu)
     if method == "r_prox_spb":
@@ -395,7 +413,7 @@ def _pick(counts, target):
 
 def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = None,
                nonzeros: int | None = None,
-               method: str = "r_prox_spb", passes: float = 10.0, center: bool = True,
+               method: str = "r_prox_spb", passes: float | None = None, center: bool = True,
                batch_size: int | None = None, q: int | None = None, eta: float | None = None,
                gamma: float | None = None, x0: ArrayLike | None = None, seed: int = 0,
                ssn: SSN | None = None, refit: bool = True,
@@ -415,7 +433,11 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
       steps on two minibatch gradients each costs two passes); R-ProxSGD and R-Subgrad
       use b = sqrt(n);
     * the budget is ``passes`` passes of stochastic gradients (IFOs / n, refreshes
-      included); ManPG takes ``passes`` full-gradient steps;
+      included); ManPG takes ``passes`` full-gradient steps. By default 10 passes; a
+      ``nonzeros=`` path's runs, which choose a zero pattern that the refit then
+      optimizes, take 450 minibatches' worth (450 b / n passes) where that is less, at
+      least 2: a constant number of steps (about 110 of R-ProxSPB, 450 of R-ProxSGD), so
+      10 passes up to about 2,000 rows, 4.5 at 10,000, 2 from about 50,000;
     * mu is a value on the data's own scale: mu_max = 2 max |C_ki| over the features k
       outside and i inside the r of largest variance, the mu at which one feature per
       component is already stationary. ``mu`` given as a number is used as it is.
@@ -435,15 +457,16 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
     between k and 1.25 k nonzeros (and one with at most k). Without the refit, the
     result is the run whose total count of nonzeros (entries |X_ij| > 1e-3) is nearest
     k. With it, the zero pattern is the best of several with at most k nonzeros: the
-    run nearest k among those with at most k, and the path's denser runs and (without
-    ``x0``) the principal directions (mu = 0) each cut to its k largest entries
+    run nearest k among those with at most k, that run's pattern filled up to k with
+    the largest other entries of the nearest denser run, and the path's denser runs and
+    (without ``x0``) the principal directions (mu = 0) each cut to its k largest entries
     (cutting a denser solution keeps its large loadings where the l1 weight that would
     make it as sparse spreads its zeros evenly: the better pattern at dense targets).
-    The candidates are ranked by the adjusted variance of their column-normalized
-    entries, and the run and the three best cuts are refitted; the result is the refit
-    that explains the most variance, always at least the run's own. ``mu`` is then the
-    l1 weight of the run whose pattern won (0 for the principal directions), and
-    ``settings["support"]`` says which: "run", "cut" or "start". The whole path (every
+    The cuts are ranked by the adjusted variance of their column-normalized entries,
+    and the run, its filled pattern and the three best cuts are refitted; the result is
+    the refit that explains the most variance, always at least the run's own. ``mu`` is
+    then the l1 weight of the run whose pattern won (0 for the principal directions),
+    and ``settings["support"]`` says which: "run", "fill", "cut" or "start". The whole path (every
     mu tried, sorted) is returned. (Where no run of the path has at most k nonzeros,
     the nearest one is the run candidate, and the result may have more than k.)
 
@@ -456,7 +479,8 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
         Default (neither ``mu`` nor ``nonzeros``): 0.1 mu_max.
       nonzeros: a target total count of nonzeros (r <= k <= d r), instead of ``mu``.
       method: "r_prox_spb" (R-ProxSPB, default), "r_prox_sgd", "r_subgrad" or "manpg".
-      passes: the budget in passes over the data (default 10).
+      passes: the budget in passes over the data (default None: 10; a ``nonzeros=``
+        path's runs 450 b / n where that is less, at least 2; above).
       center: subtract the mean of the rows first.
       batch_size, q: minibatch size and refresh period (defaults above).
       eta, gamma: step sizes (defaults above; gamma in units of the data, 1/L).
@@ -501,6 +525,8 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
     n, d = data.shape
     dtype = data.dtype
     b, q = _sizes(method, n, batch_size, q)
+    if passes is None:
+        passes = default_passes(method, n, b, path=nonzeros is not None)
     seed = _positive_int("seed", seed, 0)
     x0_given, x0 = x0 is not None, _start(x0, d, r, dtype)
     # One compiled program for the data's side (centring, checks, scales, start, keys) and
@@ -578,7 +604,7 @@ def _checked_arguments(data, n_components, mu, nonzeros, method, passes, refit, 
     check_progress(progress)
     if not isinstance(refit, bool | np.bool_):
         raise TypeError(f"refit must be a bool, got {refit!r}.")
-    return data, r, _positive_float("passes", passes)
+    return data, r, None if passes is None else _positive_float("passes", passes)
 
 
 def _sizes(method, n, batch_size, q):
@@ -793,14 +819,42 @@ def _target(program, consts, target, mu_max, variance, r, dtype, progress, refit
 
 def _refit_target(x, mu, denser, centred, target):
     """(X, mu, support) of a ``nonzeros=`` target refitted: the best of the nearest run's
-    pattern and the ``denser`` (mu, X) points cut to ``target`` entries (:func:`refit_best`);
-    support "run", "cut" or "start" (mu = 0, the principal directions)."""
-    starts = [np.asarray(x)] + [_cut(params, target) for _, params in denser]
-    i, x, _ = refit_best(starts, np.asarray(centred), NONZERO_THRESHOLD)
-    if i == 0:
-        return jax.device_put(x), mu, "run"
-    mu = denser[i - 1][0]
-    return jax.device_put(x), jax.device_put(mu), "cut" if mu else "start"
+    pattern, that pattern filled up to ``target`` from the nearest denser run, and the
+    ``denser`` (mu, X) points cut to ``target`` entries (:func:`refit_best`); support "run",
+    "fill", "cut" or "start" (mu = 0, the principal directions)."""
+    x = np.asarray(x)
+    candidates = [(mu, x, "run")]
+    if denser:
+        near_mu, near = min(denser, key=lambda p: _count(p[1]))
+        filled = _fill(x, near, target)
+        if filled is not None:
+            candidates.append((mu, filled, "fill"))
+    candidates += [(m, _cut(params, target), "cut" if m else "start") for m, params in denser]
+    kept = 2 if len(candidates) > 1 and candidates[1][2] == "fill" else 1
+    i, x, _ = refit_best([c[1] for c in candidates], np.asarray(centred), NONZERO_THRESHOLD,
+                         kept=kept)
+    mu_out, _, support = candidates[i]
+    return jax.device_put(x), jax.device_put(mu_out), support
+
+
+def _count(x):
+    """Entries of ``x`` above the nonzero threshold (NumPy)."""
+    return int(np.sum(np.abs(np.asarray(x)) > NONZERO_THRESHOLD))
+
+
+def _fill(x, denser, k):
+    """``x``'s pattern with its values, and the largest entries of ``denser`` off it (with
+    their values) up to ``k`` nonzeros in all; None when ``x`` has k already or ``denser``
+    adds nothing (NumPy)."""
+    keep = np.abs(x) > NONZERO_THRESHOLD
+    room = k - int(keep.sum())
+    extra = np.where(keep, 0, np.abs(np.asarray(denser)))
+    if room <= 0 or not np.any(extra > NONZERO_THRESHOLD):
+        return None
+    add = np.zeros(x.size, bool)
+    add[np.argsort(extra.ravel(), kind="stable")[x.size - room:]] = True
+    add = add.reshape(x.shape) & (extra > NONZERO_THRESHOLD)
+    return np.where(keep, x, np.where(add, denser, 0)).astype(x.dtype)
 
 
 def _cut(x, k):
