@@ -94,3 +94,19 @@ def test_the_wheel_ships_the_library_and_not_the_lab():
     assert "rproxjax" in found and "rproxjax._ssn" in found
     assert all(name == "rproxjax" or name.startswith("rproxjax.") for name in found), found
     assert (ROOT / "experiments" / "__init__.py").exists()  # the lab is a package, not found
+
+
+def test_the_package_index_page_has_only_absolute_links_and_the_readmes_quickstart():
+    """The wheel's description (``readme``) is a page of its own for a package index, where
+    the README's relative links would break: every link absolute, its Python blocks the
+    README's first two (which tests/test_readme.py runs), every extra it names declared."""
+    assert PYPROJECT["project"]["readme"] == "README_PACKAGE.md"
+    page = (ROOT / "README_PACKAGE.md").read_text()
+    links = re.findall(r"\]\(([^)]+)\)", page)
+    assert links and all(link.startswith("https://") for link in links), links
+    blocks = re.findall(r"```python\n(.*?)```", page, flags=re.S)
+    readme = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
+    assert blocks == readme[:2]
+    extras = set(PYPROJECT["project"]["optional-dependencies"])
+    assert set(re.findall(r"rproxjax\[(\w+)\]", page)) <= extras
+    assert len(page.splitlines()) <= 80
