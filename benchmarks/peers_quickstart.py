@@ -349,7 +349,9 @@ def dataset_block(name, n, data, targets, steps, r=R, earlier=None):
             "pca_nonzeros": pca_nnz, "rows": results}
 
 
-SUPPORT = {"run": "the run nearest k with at most k", "cut": "a denser run cut to k",
+SUPPORT = {"run": "the run nearest k with at most k",
+           "fill": "the run nearest k with at most k, filled from a denser run",
+           "cut": "a denser run cut to k",
            "start": "the principal directions cut to k"}
 
 
