@@ -883,6 +883,11 @@ def test_the_default_budget_is_ten_passes_and_a_paths_runs_a_number_of_steps():
     single = rproxjax.sparse_pca(data, 2, mu=0.1)
     path = rproxjax.sparse_pca(data, 2, nonzeros=8)
     given = rproxjax.sparse_pca(data, 2, nonzeros=8, passes=7)
+    near = int(np.argmin(np.abs(np.asarray(path.path.nonzeros) - 8)))
+    again = rproxjax.sparse_pca(data, 2, mu=float(path.path.mu[near]), passes=path.passes,
+                                refit=False)  # a path's run alone, at the path's budget
+    assert again.num_steps == path.num_steps
+    assert abs(again.nonzeros - int(path.path.nonzeros[near])) <= 1
     b = single.settings["batch_size"]
     assert b == 89
     assert single.passes == pytest.approx(10.0, abs=0.3)
