@@ -398,3 +398,34 @@ def test_log_records_never_share_a_line_with_the_bar(monkeypatch, stream):
     for line in records:
         assert line.startswith("LOG ") and "rproxjax:" not in line, out.getvalue()
     assert not lib.handlers
+
+
+@pytest.mark.parametrize("method", ["alternating", "r_prox_sgd"])
+def test_robust_matrix_completion_says_when_it_compiles(monkeypatch, method):
+    """robust_matrix_completion(progress=True) writes one line before a first call's
+    compilation (new shapes), before its progress lines, and none when its programs are
+    compiled (the same shapes again, new values); nothing without progress; JAX's event hook
+    is released after the call (a later compilation elsewhere prints nothing)."""
+    rng = np.random.default_rng(11)
+    shape = (19, 14) if method == "alternating" else (17, 15)  # shapes no other test uses
+    mask = rng.random(shape) < 0.7
+
+    def run(progress, scale=1.0, m=shape[0]):
+        low = rng.standard_normal((m, 2)) @ rng.standard_normal((2, shape[1]))
+        rproxjax.robust_matrix_completion(low * scale, mask[:m], rank=2, method=method,
+                                          passes=4, throw=False, progress=progress)
+
+    monkeypatch.setattr(sys, "stderr", first := io.StringIO())
+    run(True)
+    monkeypatch.setattr(sys, "stderr", second := io.StringIO())
+    run(True, scale=2.0)
+    lines = first.getvalue().splitlines()
+    assert [i for i, line in enumerate(lines) if "compiling" in line] == [0]
+    assert lines[0] == (f"rproxjax: compiling robust_matrix_completion ({method}) (first call "
+                        "for these shapes and settings) ...")
+    assert len(lines) > 1  # then the run's own lines
+    assert "compiling" not in second.getvalue() and second.getvalue()
+    monkeypatch.setattr(sys, "stderr", quiet := io.StringIO())
+    run(False, m=shape[0] - 2)  # new shapes: it compiles, silently
+    jax.jit(lambda a: a * 3 + 1)(np.ones(7))  # a compilation after the calls
+    assert quiet.getvalue() == ""

@@ -264,6 +264,35 @@ def compile_notice(progress: bool, what: str, stream=None) -> None:
         stream.flush()
 
 
+#: JAX's event after tracing a function for a compilation (before lowering and XLA's
+#: compilation, the long part): a program not yet compiled for these shapes and settings.
+TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
+
+
+@contextlib.contextmanager
+def compile_watch(progress: bool, what: str, stream=None):
+    """With ``progress``, :func:`compile_notice` of ``what`` once, at the first program this
+    thread traces inside the block (JAX traces only what it has not compiled for these
+    shapes and settings, and before it compiles); nothing when every program is compiled.
+    The listener is JAX's event hook, registered for the block alone."""
+    if not progress:
+        yield
+        return
+    thread, said = threading.get_ident(), threading.Event()
+
+    def listener(event, duration, **kwargs):
+        del duration, kwargs
+        if event == TRACE_EVENT and threading.get_ident() == thread and not said.is_set():
+            said.set()
+            compile_notice(True, what, stream)
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        yield
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+
+
 def check_progress(progress) -> None:
     if not isinstance(progress, bool | np.bool_):
         raise TypeError(f"progress must be True or False, got {progress!r}.")

@@ -29,7 +29,7 @@ from rproxjax._linalg import mm
 from rproxjax._optimizers import inverse_sqrt_schedule, r_prox_sgd, r_prox_spb, r_subgrad
 from rproxjax._regularizers import l1
 from rproxjax._run.fit import FitResult, pure_fit
-from rproxjax._run.monitor import RelayHub, check_progress
+from rproxjax._run.monitor import RelayHub, check_progress, compile_watch
 from rproxjax._run.options import Recording, Sampling
 from rproxjax._tasks import rmc_alternating as _alt
 from rproxjax._typing import Array, ArrayLike, DTypeLike, PRNGKey
@@ -438,8 +438,9 @@ def robust_matrix_completion(M: ArrayLike, mask: ArrayLike, rank: int, *,
         methods: the run halted or ended with F above its start), and warn
         (``RuntimeWarning``) when "alternating" did not converge within ``passes``.
         ``False``: neither; read ``converged`` and ``objective``.
-      progress: report the run on stderr: "alternating" a line per chunk, the paper's
-        methods a progress bar over their epochs (as in :func:`rproxjax.fit`).
+      progress: report the run on stderr: a line before a first call compiles (new shapes
+        or settings), then "alternating" a line per chunk, the paper's methods a progress
+        bar over their epochs (as in :func:`rproxjax.fit`).
       **deprecated: ``gamma`` (now ``mu``), ``budget`` (now ``passes``) and ``key`` (now
         ``seed``), with a DeprecationWarning, until rproxjax 0.5.
 
@@ -499,13 +500,15 @@ def robust_matrix_completion(M: ArrayLike, mask: ArrayLike, rank: int, *,
     if method == "alternating":
         _refuse_step_options(eta=eta, step_scale=step_scale, magnitude=magnitude,
                              record_loss=record_loss or None)
-        result = _alternating(matrix, obs, r, mu=mu, lam=lam, passes=passes, tol=tol,
-                              key=key, magnitude=a, progress=bool(progress))
-    else:
-        result = _paper_method(matrix, obs, values, r, method=method, mu=mu, lam=lam,
-                               passes=passes, batch_fraction=batch_fraction, q=q_int,
-                               eta=eta, step_scale=step_scale, magnitude=magnitude, key=key,
-                               record_loss=record_loss, progress=bool(progress))
+    with compile_watch(bool(progress), f"robust_matrix_completion ({method})"):
+        if method == "alternating":
+            result = _alternating(matrix, obs, r, mu=mu, lam=lam, passes=passes, tol=tol,
+                                  key=key, magnitude=a, progress=bool(progress))
+        else:
+            result = _paper_method(matrix, obs, values, r, method=method, mu=mu, lam=lam,
+                                   passes=passes, batch_fraction=batch_fraction, q=q_int,
+                                   eta=eta, step_scale=step_scale, magnitude=magnitude,
+                                   key=key, record_loss=record_loss, progress=bool(progress))
     if throw:
         _raise_if_failed(result)
     return result
