@@ -28,12 +28,12 @@ from rproxjax._run.fit import pure_fit
 from rproxjax._tasks import refit as _refit
 from rproxjax._tasks.spca import (
     NONZERO_THRESHOLD,
+    PASSES,
     _checked_scales,
     _mu_vector,
     _optimizer,
     _prepare,
     _raise_if_failed,
-    default_passes,
 )
 from rproxjax.problems import spca_loss
 
@@ -95,7 +95,7 @@ def start(chunk, r: int, *, mu, method: str, batch_size, q, eta, gamma, center: 
 def update(state: OnlineSPCA, chunk, passes: float | None) -> OnlineSPCA:
     """``state`` after the rows of ``chunk`` (m x d, checked, the stream's dtype): the
     moments updated, then ``passes`` passes of the optimizer over the chunk centred by the
-    mean so far (None: :func:`rproxjax._tasks.spca.default_passes`, 10).
+    mean so far (None: 10, :data:`rproxjax._tasks.spca.PASSES`).
 
     Raises:
       ValueError: the run failed (halted: a non-finite step), as :func:`sparse_pca` says.
@@ -106,7 +106,7 @@ def update(state: OnlineSPCA, chunk, passes: float | None) -> OnlineSPCA:
     centred = chunk - (mean.astype(s["dtype"]) if s["center"] else 0)
     m = chunk.shape[0]
     b = min(s["batch_size"], m)
-    passes = default_passes(s["method"], m, b) if passes is None else passes
+    passes = PASSES if passes is None else passes
     steps = _steps(s["method"], m, passes, b, s["q"])
     args = (s["mu"], s["eta"], s["gamma"], state.x, state.opt_state, centred, state.key)
     program = _chunk_program(s["method"], b, steps, s["q"], s["ssn"],

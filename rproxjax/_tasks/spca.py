@@ -825,12 +825,11 @@ def _refit_target(x, mu, denser, centred, target):
     x = np.asarray(x)
     candidates = [(mu, x, "run")]
     if denser:
-        near_mu, near = min(denser, key=lambda p: _count(p[1]))
-        filled = _fill(x, near, target)
+        filled = _fill(x, min((p for _, p in denser), key=_count), target)
         if filled is not None:
             candidates.append((mu, filled, "fill"))
+    kept = len(candidates)  # the run and its filled pattern: refitted without the screen
     candidates += [(m, _cut(params, target), "cut" if m else "start") for m, params in denser]
-    kept = 2 if len(candidates) > 1 and candidates[1][2] == "fill" else 1
     i, x, _ = refit_best([c[1] for c in candidates], np.asarray(centred), NONZERO_THRESHOLD,
                          kept=kept)
     mu_out, _, support = candidates[i]
@@ -848,13 +847,12 @@ def _fill(x, denser, k):
     adds nothing (NumPy)."""
     keep = np.abs(x) > NONZERO_THRESHOLD
     room = k - int(keep.sum())
-    extra = np.where(keep, 0, np.abs(np.asarray(denser)))
-    if room <= 0 or not np.any(extra > NONZERO_THRESHOLD):
+    extra = np.where(keep, 0, np.asarray(denser))
+    if room <= 0 or not np.any(np.abs(extra) > NONZERO_THRESHOLD):
         return None
-    add = np.zeros(x.size, bool)
-    add[np.argsort(extra.ravel(), kind="stable")[x.size - room:]] = True
-    add = add.reshape(x.shape) & (extra > NONZERO_THRESHOLD)
-    return np.where(keep, x, np.where(add, denser, 0)).astype(x.dtype)
+    added = _cut(extra, room)
+    return np.where(keep, x, np.where(np.abs(added) > NONZERO_THRESHOLD, added, 0)).astype(
+        x.dtype)
 
 
 def _cut(x, k):
