@@ -633,7 +633,7 @@ def test_a_path_with_refinement_rounds_compiles_its_run_once():
 
     jax.monitoring.register_event_duration_secs_listener(listen)
     try:
-        res = rproxjax.sparse_pca(SMALL[:, :13], 2, nonzeros=9, passes=2)
+        res = rproxjax.sparse_pca(SMALL[:, :13], 2, nonzeros=5, passes=2)
     finally:
         jax.monitoring.unregister_event_duration_listener(listen)
     assert res.path.mu.shape[0] > len(spca_task.PATH_FRACTIONS)  # it refined
@@ -765,6 +765,65 @@ def test_a_cut_stop_needs_a_run_at_most_k_and_one_within_the_slack():
     rounds = _fake_path(steep, target, cut=True)  # 24 at mu = 1, 6 at mu = 4: both kinds
     assert len(rounds) == 1
     assert len(_fake_path(steep, target, cut=False)) > 1  # no count within 2% of 20 yet
+
+
+def test_the_screen_is_a_multiple_of_the_kth_gradient_entry_or_none():
+    """_screen: SCREEN_SCALE times the k-th largest |gradient| entry (ties and signs
+    included); None where that entry is zero (more nonzeros than the principal directions
+    have), and the first round is then the grid of mu_max."""
+    g = np.array([[0.5, -3.0], [2.0, 0.0], [-1.0, 0.25]])
+    assert spca_task._screen(g, 1) == pytest.approx(spca_task.SCREEN_SCALE * 3.0)
+    assert spca_task._screen(g, 3) == pytest.approx(spca_task.SCREEN_SCALE * 1.0)
+    assert spca_task._screen(g, 6) is None
+    assert spca_task._screen(np.full((3, 2), np.nan), 2) is None
+    np.testing.assert_allclose(spca_task._first_round(2.0, None),
+                               2.0 * np.asarray(spca_task.PATH_FRACTIONS))
+    first = spca_task._first_round(2.0, 0.5)
+    np.testing.assert_allclose(first, 0.5 * np.asarray(spca_task.SCREEN_FRACTIONS))
+    assert len(first) == len(spca_task.PATH_FRACTIONS)  # one program serves either
+    assert np.all(np.diff(first) > 0)
+
+
+@pytest.mark.parametrize("r, target", [(5, 100), (5, 300), (10, 200), (10, 1000)])
+def test_the_screen_brackets_targets_in_one_round_on_digits(r, target):
+    """On 1,000 shipped MNIST digits (not the data the screen's constants were read on:
+    2,000 digits and 2,000 Fashion-MNIST images) the first round, around the screen's
+    estimate, holds runs on both sides of k and ends the path: 12 runs, one program call.
+    The estimate lies inside the round's near values, and the result has k nonzeros to
+    within the path's tolerance, at most k (the refit's cut)."""
+    data = load_mnist(n=1000)
+    res = rproxjax.sparse_pca(data, r, nonzeros=target)
+    counts = np.asarray(res.path.nonzeros)
+    assert counts.shape == (len(spca_task.SCREEN_FRACTIONS),)
+    assert counts.max() > target and counts.min() <= target
+    assert target * (1 - spca_task.NONZERO_RTOL) <= res.nonzeros <= target
+
+
+def test_the_default_step_of_r_prox_spb_follows_the_spread_of_the_variance():
+    """default_eta: 1 where the top direction holds more than 1/12 of the variance (the
+    shipped digits), 12 lambda_max / tr C below (here a Gaussian whose variance decays
+    slowly over 200 features: 0.30); there eta = 1 ends the run above its start (a
+    ValueError), and the default step descends, at a target too (every run of the path
+    fitted)."""
+    assert spca_task.default_eta("r_prox_spb", 5.0, 50.0) == 1.0
+    assert spca_task.default_eta("r_prox_spb", 1.0, 24.0) == pytest.approx(0.5)
+    assert spca_task.default_eta("r_prox_sgd", 1.0, 1000.0) == 1.0
+    data = np.asarray(load_mnist(n=1000))
+    assert rproxjax.sparse_pca(data, 5, mu=0.3, passes=1).settings["eta"] == 1.0
+    z = (np.random.default_rng(2).standard_normal((1500, 200))
+         * np.geomspace(3, 0.3, 200)).astype(np.float32)
+    with pytest.raises(ValueError, match="step sizes are too large"):
+        rproxjax.sparse_pca(z, 5, eta=1.0, refit=False)
+    res = rproxjax.sparse_pca(z, 5, refit=False)
+    c = np.cov(z.T.astype(np.float64), bias=True)
+    ratio = np.linalg.eigvalsh(c)[-1] / np.trace(c)
+    # lambda_max from the start's subspace iteration (6 passes): to within 1% here
+    assert res.settings["eta"] == pytest.approx(12 * ratio, rel=1e-2)
+    assert 0.2 < res.settings["eta"] < 0.4
+    loss = np.asarray(res.history.epoch_loss)
+    assert loss[-1] < loss[0]
+    path = rproxjax.sparse_pca(z, 5, nonzeros=100)
+    assert 98 <= path.nonzeros <= 100
 
 
 def test_without_a_run_at_most_k_the_nearest_run_is_the_candidate():

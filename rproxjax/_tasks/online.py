@@ -34,6 +34,7 @@ from rproxjax._tasks.spca import (
     _optimizer,
     _prepare,
     _raise_if_failed,
+    default_eta,
 )
 from rproxjax.problems import spca_loss
 
@@ -81,7 +82,8 @@ def start(chunk, r: int, *, mu, method: str, batch_size, q, eta, gamma, center: 
     b = min(m, max(1, round(math.sqrt(m)))) if batch_size is None else batch_size
     q = max(2, round(m / (2 * b))) if q is None else q
     settings = dict(method=method, mu=_mu_vector(0.1 * mu_max if mu is None else mu, r, dtype),
-                    eta=dtype.type(1.0 if eta is None else eta),
+                    eta=dtype.type(default_eta(method, lam_max, float(prep["variance"]))
+                                   if eta is None else eta),
                     gamma=dtype.type(1.0 / (2.0 * lam_max) if gamma is None else gamma),
                     batch_size=int(b), q=int(q), center=bool(center), dtype=dtype, ssn=ssn,
                     mu_max=mu_max, lambda_max=lam_max)

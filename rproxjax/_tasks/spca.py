@@ -44,8 +44,17 @@ METHODS = ("r_prox_spb", "r_prox_sgd", "r_subgrad", "manpg")
 NONZERO_THRESHOLD = 1e-3
 """An entry of the (orthonormal) components counts as a nonzero when |X_ij| > 1e-3."""
 PATH_FRACTIONS = tuple(np.geomspace(2e-3, 4.0, 12).tolist())
-"""The path's first grid: these multiples of mu_max (the data's own mu scale; a stochastic
-run of a few passes can stay denser than r at mu_max itself)."""
+"""The path's first grid where the screen has no estimate: these multiples of mu_max (the
+data's own mu scale; a stochastic run of a few passes can stay denser than r at mu_max
+itself)."""
+SCREEN_SCALE = 0.65
+"""The screen's estimate of the mu at which a run keeps k nonzeros: 0.65 times the k-th
+largest entry of the gradient's at the principal directions (:func:`_screen`)."""
+SCREEN_FRACTIONS = (1 / 8, *np.geomspace(0.55, 1.6, 10).tolist(), 4.0)
+"""The path's first round: these multiples of the screen's estimate (10 between 0.55 and
+1.6 times it, 12% apart; 2 farther off: a bracket for the refinements where the estimate
+is far off, and a denser run to cut). As many as ``PATH_FRACTIONS``: one program serves
+either."""
 REFINE_POINTS = 8
 """Points of each refinement of the path between the two values of mu around the target."""
 REFINE_ROUNDS = 3
@@ -60,6 +69,8 @@ MINIBATCHES = 450
 minibatch) per run, at least 2 passes (one whole R-ProxSPB block): its runs choose a zero
 pattern that the refit then optimizes, for which a number of steps suffices, not of
 passes."""
+SPIDER_SLACK = 12.0
+"""R-ProxSPB's default eta is min(1, 12 lambda_max / tr C) (:func:`default_eta`)."""
 CUT_SLACK = 0.25
 """With the refit, a path also stops refining once a run has between k and 1.25 k nonzeros
 (and another at most k): its cut to the k largest entries is then a candidate pattern as
@@ -246,12 +257,14 @@ def _positive_float(name, value):
 
 @jax.jit
 def _scales(data, key, x0_given, x0):
-    """(X0, lambda_max of the covariance, mu_max, the variance of each feature) of centred
-    ``data``, one program.
+    """(X0, lambda_max of the covariance, mu_max, the variance of each feature, the
+    gradient's entries at the principal directions) of centred ``data``, one program.
 
-    X0: the top r principal directions by subspace iteration (6 passes, 10 extra columns)
+    X0: the top r principal directions V by subspace iteration (6 passes, 10 extra columns)
     unless ``x0_given``; mu_max: the mu at which X = [e_i1, ..., e_ir], the r features of
-    largest variance, is stationary (the sparsest end of the path).
+    largest variance, is stationary (the sparsest end of the path); the gradient of the
+    smooth part at V, -2 C V = -2 V Lambda (Lambda the top r eigenvalues), in absolute
+    value (d x r), from which a path screens mu (:func:`_screen`).
     """
     n, d = data.shape
     r = x0.shape[1]
@@ -263,12 +276,13 @@ def _scales(data, key, x0_given, x0):
     pca = mm(q, evecs[:, ::-1][:, :r])
     x0 = jnp.where(x0_given, x0, pca)
     lam_max = evals[-1]
+    gradient = 2.0 * jnp.abs(pca) * evals[::-1][:r]
     var = jnp.sum(data * data, axis=0) / n
     top = jnp.argsort(var)[-r:]
     cross = mm(data.T, data[:, top]) / n  # C[:, top]
     cross = jnp.where(jnp.isin(jnp.arange(d), top)[:, None], 0.0, cross)
     mu_max = 2.0 * jnp.max(jnp.abs(cross))
-    return x0, lam_max, mu_max, var
+    return x0, lam_max, mu_max, var, gradient
 
 
 # The task programs hand LAPACK only k x k matrices. On CPU a LAPACK call on a tall matrix
@@ -340,6 +354,24 @@ def default_passes(method: str, n: int, b: int, path: bool = False) -> float:
     if method == "manpg" or not path:
         return PASSES
     return float(min(PASSES, max(2.0, MINIBATCHES * b / n)))
+
+
+def default_eta(method: str, lam_max: float, variance: float) -> float:
+    """The default eta of ``method`` on data whose covariance C has largest eigenvalue
+    ``lam_max`` and trace ``variance``: 1, and for R-ProxSPB min(1, ``SPIDER_SLACK``
+    lambda_max / tr C).
+
+    gamma = 1 / L takes L = 2 lambda_max, the smoothness of the mean's gradient; SpiderBoost's
+    estimator accumulates the minibatch gradients' differences, whose smoothness is the
+    samples' (2 ||z_i||^2, 2 tr C on average), so its analysis asks for a step about
+    lambda_max / tr C times as large. That is conservative: eta = 1 is stable on MNIST and
+    Fashion-MNIST (lambda_max / tr C = 0.09 and 0.29), but not on data whose variance is
+    spread over many directions (a Gaussian with a slowly decaying spectrum: 0.017, where
+    eta = 1 ends above its start and 0.5 does not); 12 times the analysis's step keeps
+    eta = 1 where the top direction holds more than 1/12 of the variance."""
+    if method != "r_prox_spb":
+        return 1.0
+    return float(min(1.0, SPIDER_SLACK * lam_max / variance))
 
 
 def _optimizer(method, mu, eta, gamma, q, ssn):
@@ -426,8 +458,12 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
     * the rows are centred (``center=True``);
     * the start X0 is the top ``n_components`` principal directions (subspace iteration);
     * the proximal step is gamma = 1 / L, L = 2 lambda_max(C) the Lipschitz constant of
-      the smooth part's gradient (C the covariance), and eta = 1 for R-ProxSPB (the step
-      of SpiderBoost's analysis, eta gamma <= 1 / L); R-ProxSGD and R-Subgrad use eta / sqrt(t);
+      the smooth part's gradient (C the covariance); for R-ProxSPB eta = min(1, 12
+      lambda_max / tr C) (SpiderBoost's analysis takes the samples' smoothness, about
+      2 tr C, where L takes the mean's: eta = 1 on data whose top direction holds more
+      than 1/12 of the variance, smaller where the variance is spread over many
+      directions; :func:`rproxjax._tasks.spca.default_eta`); R-ProxSGD and R-Subgrad
+      use eta / sqrt(t), eta = 1;
     * R-ProxSPB's minibatch is b = sqrt(n) and its refresh period q = n / (2 b)
       (SpiderBoost's order sqrt(n) for both: a block of one full gradient and q - 1
       steps on two minibatch gradients each costs two passes); R-ProxSGD and R-Subgrad
@@ -451,7 +487,10 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
     point of the paper's model as it is.
 
     With ``nonzeros=k`` instead of ``mu``, the regularization path runs over 12 values of
-    mu (0.002 to 4 times mu_max) as one compiled ``vmap`` program, then over 8
+    mu as one compiled ``vmap`` program, around a screen's estimate of the mu that keeps k
+    nonzeros (0.65 times the k-th largest entry of |2 C V|, the gradient at the principal
+    directions V: 10 values from 0.55 to 1.6 times it, and 1/8 and 4 times it; where the
+    estimate is 0, 0.002 to 4 times mu_max), then over 8
     values between the two that bracket k (the same compiled program), up to 3 times
     until a count is within 2% of k, or, with the refit, until the path holds a run with
     between k and 1.25 k nonzeros (and one with at most k). Without the refit, the
@@ -535,14 +574,15 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
     prep = _prepare(data, np.uint32(seed), x0_given, x0, center=bool(center))
     lam_max, mu_max = _checked_scales(prep, bool(center))
     gamma = 1.0 / (2.0 * lam_max) if gamma is None else _positive_float("gamma", gamma)
-    eta = 1.0 if eta is None else _positive_float("eta", eta)
+    variance = float(prep["variance"])
+    eta = (default_eta(method, lam_max, variance) if eta is None
+           else _positive_float("eta", eta))
     if ssn is None:
         ssn = SSN() if method == "manpg" else SSN.stochastic()
     kw, steps = _plan(method, n, passes, b, q)
     settings = dict(eta=eta, gamma=gamma, batch_size=b, q=q if method == "r_prox_spb" else None,
                     lambda_max=lam_max, mu_max=mu_max, center=center, seed=seed,
                     refit=bool(refit))
-    variance = float(prep["variance"])
     centred = prep["centred"]
     np_dtype = np.dtype(dtype)
     consts = (np.asarray(eta, np_dtype), np.asarray(gamma, np_dtype), prep["x0"], centred,
@@ -563,7 +603,8 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
             compile_notice(progress, f"the {method} path")
         x, mu_out, path, ifo, settings["support"] = _target(
             path_program, consts, target, mu_max,
-            variance, r, np_dtype, progress, bool(refit), start)
+            variance, r, np_dtype, progress, bool(refit), start,
+            _screen(prep["gradient"], target))
         history = None
     (explained, adjusted, per_comp, nnz_cols), scores = _finish(x, centred)
     return SparsePCAResult(
@@ -695,14 +736,14 @@ def _prepare(data, seed, x0_given, x0, *, center):
     mean = jnp.mean(data, axis=0) if center else jnp.zeros((d,), data.dtype)
     centred = data - mean
     key_x0, key_run = jax.random.split(jax.random.key(seed))
-    x0, lam_max, mu_max, var = _scales(centred, key_x0, x0_given, x0)
+    x0, lam_max, mu_max, var, gradient = _scales(centred, key_x0, x0_given, x0)
     # A non-finite entry makes its column's mean and variance non-finite: where both are
     # finite so is the data, and only otherwise (or where a sum overflowed) are the entries
     # read again (a pass over the data saved, as for the variance, a sum of the features').
     quick = jnp.all(jnp.isfinite(mean)) & jnp.all(jnp.isfinite(var))
     finite = jax.lax.cond(quick, lambda: jnp.bool_(True), lambda: jnp.all(jnp.isfinite(data)))
     return dict(mean=mean, centred=centred, finite=finite, variance=jnp.sum(var), x0=x0,
-                lam_max=lam_max, mu_max=mu_max, key=key_run)
+                lam_max=lam_max, mu_max=mu_max, gradient=gradient, key=key_run)
 
 
 @_compile.jit
@@ -717,18 +758,21 @@ def _finish(x, centred):
     return _metrics(x, centred), mm(centred, x)
 
 
-def _path(program, consts, target, mu_max, variance, r, dtype, stages, cut=False):
+def _path(program, consts, target, mu_max, variance, r, dtype, stages, cut=False,
+          screen=None):
     """(X, mu, path, IFOs, denser) of the run whose nonzeros are nearest ``target``, and the
     other denser runs (see :func:`_best`).
 
-    The grid ``PATH_FRACTIONS`` of mu_max, then up to ``REFINE_ROUNDS`` rounds of
-    ``REFINE_POINTS`` values between the two mus that bracket the target (counts fall as mu
-    grows), until a count is within ``NONZERO_RTOL`` of it: every round is a call of the
-    same compiled ``vmap`` program (mu is traced; a round of fewer values than the grid is
-    padded with its last value, so that the program compiles once); the bookkeeping is
-    NumPy. With ``cut`` (the refit follows), a run with between k and (1 + ``CUT_SLACK``) k
-    nonzeros also ends the refinements, and the run returned is the one nearest k with at
-    most k nonzeros (where there is one): every denser run is cut to k instead."""
+    The first round (:func:`_first_round`: ``SCREEN_FRACTIONS`` of the ``screen``'s
+    estimate, or the grid ``PATH_FRACTIONS`` of mu_max without one), then up to
+    ``REFINE_ROUNDS`` rounds of ``REFINE_POINTS`` values between the two mus that bracket
+    the target (counts fall as mu grows), until a count is within ``NONZERO_RTOL`` of it:
+    every round is a call of the same compiled ``vmap`` program (mu is traced; a round of
+    fewer values than the first is padded with its last value, so that the program
+    compiles once); the bookkeeping is NumPy. With ``cut`` (the refit follows), a run with
+    between k and (1 + ``CUT_SLACK``) k nonzeros also ends the refinements, and the run
+    returned is the one nearest k with at most k nonzeros (where there is one): every
+    denser run is cut to k instead."""
     runs = []  # (mus, params, metrics, counts, failed, IFOs), NumPy
 
     lanes = len(PATH_FRACTIONS)  # every round one program: a shorter round is padded
@@ -748,7 +792,7 @@ def _path(program, consts, target, mu_max, variance, r, dtype, stages, cut=False
                       f"nonzeros nearest {target}: {near}")
 
     try:
-        _rounds(run, runs, mu_max, target, cut)
+        _rounds(run, runs, mu_max, target, cut, screen)
     except BaseException:
         stages.close(complete=False)
         raise
@@ -756,10 +800,31 @@ def _path(program, consts, target, mu_max, variance, r, dtype, stages, cut=False
     return _best(runs, target, variance, dtype, cut)
 
 
-def _rounds(run, runs, mu_max, target, cut=False):
-    """The path's grid, then the refinements until a count is near enough the target (with
-    ``cut``: or a run is denser than it by at most ``CUT_SLACK``)."""
-    run(mu_max * np.asarray(PATH_FRACTIONS))
+def _screen(gradient, target):
+    """The screen's estimate of the mu at which a run keeps ``target`` nonzeros:
+    ``SCREEN_SCALE`` (0.65) times the target-th largest entry of ``gradient`` (the smooth
+    part's gradient at the principal directions, in absolute value: a proximal step from
+    them keeps the entries whose gradient exceeds mu; the sparse stationary points
+    concentrate their weight, so that fewer do). None where that entry is zero (more
+    nonzeros than the directions have)."""
+    g = np.sort(np.abs(np.asarray(gradient, np.float64)).ravel())[::-1]
+    mu = SCREEN_SCALE * g[target - 1]
+    return float(mu) if np.isfinite(mu) and mu > 0 else None
+
+
+def _first_round(mu_max, screen):
+    """The path's first values of mu: ``SCREEN_FRACTIONS`` of the ``screen``'s estimate
+    where there is one, else the grid ``PATH_FRACTIONS`` of mu_max."""
+    if screen is None:
+        return mu_max * np.asarray(PATH_FRACTIONS)
+    return screen * np.asarray(SCREEN_FRACTIONS)
+
+
+def _rounds(run, runs, mu_max, target, cut=False, screen=None):
+    """The path's first round (:func:`_first_round`), then the refinements until a count is
+    near enough the target (with ``cut``: or a run is denser than it by at most
+    ``CUT_SLACK``)."""
+    run(_first_round(mu_max, screen))
     for _ in range(REFINE_ROUNDS):
         mus = np.concatenate([a[0] for a in runs])
         counts = np.concatenate([a[3] for a in runs]).astype(float)
@@ -802,13 +867,15 @@ def _best(runs, target, variance, dtype, cut=False):
             float(joined(5)[best]), denser)
 
 
-def _target(program, consts, target, mu_max, variance, r, dtype, progress, refit, start):
-    """(X, mu, path, IFOs, support) of a ``nonzeros=`` target: the path (:func:`_path`),
-    then with ``refit`` the best of its patterns (:func:`_refit_target`; ``start``, the
-    principal directions, is a candidate at mu = 0 unless None)."""
+def _target(program, consts, target, mu_max, variance, r, dtype, progress, refit, start,
+            screen=None):
+    """(X, mu, path, IFOs, support) of a ``nonzeros=`` target: the path (:func:`_path`,
+    first round around the ``screen``'s estimate), then with ``refit`` the best of its
+    patterns (:func:`_refit_target`; ``start``, the principal directions, is a candidate
+    at mu = 0 unless None)."""
     x, mu, path, ifo, denser = _path(program, consts, target, mu_max, variance, r, dtype,
                                      Stages(1 + REFINE_ROUNDS, progress, "path round"),
-                                     cut=refit)
+                                     cut=refit, screen=screen)
     if not refit:
         return x, mu, path, ifo, "run"
     if start is not None:
