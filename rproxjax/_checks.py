@@ -264,7 +264,7 @@ def renamed(given: dict, where: str, old: str, new: str, value):
         raise TypeError(f"{where}() got an unexpected keyword argument {unknown[0]!r}.")
     if old not in given:
         return value
-    warnings.warn(f"{where}({old}=) is deprecated and will be removed in rproxjax 0.4: use "
+    warnings.warn(f"{where}({old}=) is deprecated and will be removed in rproxjax 0.5: use "
                   f"{new}= instead.", DeprecationWarning, stacklevel=3)
     return given[old]
 

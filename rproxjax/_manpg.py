@@ -196,7 +196,7 @@ def manpg(gamma: ArrayLike, reg: Regularizer | None = None, *, tol: ArrayLike,
         follows the reference ManPG code's iterates digit for digit.
       **deprecated: ``linear_solver``, ``ssn_max_steps`` and ``ssn_method``, the fields
         ``linear_solver``, ``max_steps`` and ``method`` of ``ssn``
-        (``DeprecationWarning``; removed in 0.4).
+        (``DeprecationWarning``; removed in 0.5).
 
     Returns:
       An :class:`optax.GradientTransformationExtraArgs` with state :class:`ManPGState`.

@@ -184,7 +184,7 @@ def r_prox_sgd(
         ||E||_F <= tol + SSN_RTOL ||zeta||_F (SSN_RTOL = 0.1).
       **deprecated: ``ssn_tol``, ``ssn_rtol``, ``ssn_max_steps``, ``linear_solver`` and
         ``ssn_method``, the fields ``tol``, ``rtol``, ``max_steps``, ``linear_solver`` and
-        ``method`` of ``ssn`` (``DeprecationWarning``; removed in 0.4).
+        ``method`` of ``ssn`` (``DeprecationWarning``; removed in 0.5).
 
     Returns:
       An :class:`optax.GradientTransformationExtraArgs`; ``update`` needs ``params``.

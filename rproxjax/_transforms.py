@@ -347,7 +347,7 @@ def retract(learning_rate: ScalarOrSchedule, *, blocks: PyTree | None = None,
       retraction: the Stiefel block's retraction, ``"qr"``, ``"polar"``, ``"exp"`` or
         ``"cayley"`` (without ``blocks``).
       **deprecated: ``method``, the former name of ``retraction`` (``DeprecationWarning``;
-        removed in 0.4).
+        removed in 0.5).
 
     Returns:
       An :class:`optax.GradientTransformationExtraArgs` with state

@@ -448,7 +448,7 @@ def retract(x: ArrayLike, v: ArrayLike, retraction: Retraction = "polar",
       v: tangent vector at ``x``, same shape.
       retraction: one of ``"qr"``, ``"polar"``, ``"exp"``, ``"cayley"``.
       **deprecated: ``method``, the former name of ``retraction``
-        (``DeprecationWarning``; removed in 0.4).
+        (``DeprecationWarning``; removed in 0.5).
 
     Returns:
       A point of St(d, r), same shape and dtype as ``x``.

@@ -492,6 +492,6 @@ def with_deprecated(ssn: SSN | None, where: str, given: dict, names: dict,
     changes = {names[k]: v for k, v in given.items()}
     hint = ", ".join(f"{k}=..." for k in changes)
     warnings.warn(f"{where}({', '.join(f'{k}=' for k in given)}) is deprecated and will be "
-                  f"removed in rproxjax 0.4: pass ssn=rproxjax.SSN(...) with {hint} instead "
+                  f"removed in rproxjax 0.5: pass ssn=rproxjax.SSN(...) with {hint} instead "
                   "(see the CHANGELOG's migration table).", DeprecationWarning, stacklevel=3)
     return ssn.replace(**changes)

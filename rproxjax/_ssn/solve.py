@@ -432,7 +432,7 @@ def tangent_prox(
       ssn: the solver's settings, :class:`rproxjax.SSN` (default ``SSN()``: the secant
         rule to ``tol`` = :func:`default_tol`, ``rtol = 0``).
       **deprecated: ``tol``, ``rtol``, ``max_steps``, ``linear_solver`` and ``method``,
-        the fields of ``ssn`` of the same names (``DeprecationWarning``; removed in 0.4).
+        the fields of ``ssn`` of the same names (``DeprecationWarning``; removed in 0.5).
 
     Returns:
       ``(zeta, info)``: the tangent step (d x r) and a :class:`SubproblemInfo`. zeta =
