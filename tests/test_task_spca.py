@@ -826,6 +826,36 @@ def test_the_default_step_of_r_prox_spb_follows_the_spread_of_the_variance():
     assert 98 <= path.nonzeros <= 100
 
 
+def test_a_target_the_principal_directions_meet_runs_no_path():
+    """MNIST's blank border pixels have no variance, so the principal directions have fewer
+    nonzeros than d r: a target above their count is met by their refit, which explains all
+    the variance r components can (the top r eigenvalues' share), with no path program
+    compiled or run. Without the refit the path runs as before."""
+    data = np.asarray(load_mnist(n=1000), np.float64)
+    r, k = 5, 784 * 5 - 1
+    names = []
+
+    def listen(event, duration, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            names.append(kwargs.get("fun_name"))
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        res = rproxjax.sparse_pca(data, r, nonzeros=k)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    assert "jit(run)" not in names
+    assert res.settings["support"] == "start" and res.nonzeros <= k
+    assert res.path.mu.shape == (0,) and "no values of mu" in repr(res.path)
+    assert float(res.mu) == 0.0 and res.num_steps == 0 and res.passes == 0.0
+    a = data - data.mean(axis=0)
+    w = np.linalg.eigvalsh(a.T @ a)
+    assert float(res.adjusted_variance) == pytest.approx(w[-r:].sum() / w.sum(), abs=1e-4)
+    x = np.asarray(res.loadings, np.float64)
+    assert np.linalg.norm(x.T @ x - np.eye(r)) < 1e-5
+    assert rproxjax.sparse_pca(data, r, nonzeros=k, refit=False, passes=1).path.mu.size > 0
+
+
 def test_without_a_run_at_most_k_the_nearest_run_is_the_candidate():
     """_best with the refit: the run candidate is the nearest run with at most k nonzeros
     where there is one (the denser ones are all cut), else the nearest run (documented: the

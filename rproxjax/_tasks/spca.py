@@ -83,7 +83,8 @@ class SparsePCAPath(NamedTuple):
     It is :func:`sparse_pca`'s ``result.path`` (None without a ``nonzeros=`` target).
 
     Attributes:
-      mu: the l1 weights, increasing.
+      mu: the l1 weights, increasing (empty where the principal directions already have
+        at most the target's nonzeros: no run was needed).
       nonzeros: total nonzeros of the loadings at each mu.
       explained_variance: the paper's explained variance at each mu (see
         :class:`SparsePCAResult`).
@@ -97,6 +98,8 @@ class SparsePCAPath(NamedTuple):
 
     def __repr__(self) -> str:
         mu = np.asarray(self.mu)
+        if mu.size == 0:
+            return "SparsePCAPath(no values of mu: the principal directions met the target)"
         return (f"SparsePCAPath({mu.size} values of mu from {mu.min():.3g} to {mu.max():.3g}, "
                 f"nonzeros from {int(np.min(self.nonzeros))} to {int(np.max(self.nonzeros))})")
 
@@ -507,7 +510,11 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
     then the l1 weight of the run whose pattern won (0 for the principal directions),
     and ``settings["support"]`` says which: "run", "fill", "cut" or "start". The whole path (every
     mu tried, sorted) is returned. (Where no run of the path has at most k nonzeros,
-    the nearest one is the run candidate, and the result may have more than k.)
+    the nearest one is the run candidate, and the result may have more than k.) Where
+    the principal directions themselves have at most k nonzeros (k near d r, on data
+    with features of no variance), no pattern of k entries explains more: with the
+    refit and without ``x0``, the result is their refit, with no path run (an empty
+    ``path``, mu = 0, support "start", no step).
 
     Args:
       data: n x d array (NumPy or JAX, or a nested list) of real numbers; integers and
@@ -598,14 +605,19 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
     else:
         target = _positive_int("nonzeros", nonzeros, r, d * r)
         start = None if x0_given else np.asarray(prep["x0"])
-        path_program = _program(method, kw, q, ssn, True, False, consts)
-        if progress and path_program._cache_size() == 0:
-            compile_notice(progress, f"the {method} path")
-        x, mu_out, path, ifo, settings["support"] = _target(
-            path_program, consts, target, mu_max,
-            variance, r, np_dtype, progress, bool(refit), start,
-            _screen(prep["gradient"], target))
         history = None
+        if refit and start is not None and _count(start) <= target:
+            # The principal directions keep at most k entries: no pattern explains more.
+            x, mu_out, path, ifo, steps = _start_only(start, centred, np_dtype)
+            settings["support"] = "start"
+        else:
+            path_program = _program(method, kw, q, ssn, True, False, consts)
+            if progress and path_program._cache_size() == 0:
+                compile_notice(progress, f"the {method} path")
+            x, mu_out, path, ifo, settings["support"] = _target(
+                path_program, consts, target, mu_max,
+                variance, r, np_dtype, progress, bool(refit), start,
+                _screen(prep["gradient"], target))
     (explained, adjusted, per_comp, nnz_cols), scores = _finish(x, centred)
     return SparsePCAResult(
         loadings=x, mean=prep["mean"], scores=scores, explained_variance=explained,
@@ -882,6 +894,16 @@ def _target(program, consts, target, mu_max, variance, r, dtype, progress, refit
         denser.append((dtype.type(0), start))
     x, mu, support = _refit_target(x, mu, denser, consts[3], target)  # consts[3]: the data
     return x, mu, path, ifo, support
+
+
+def _start_only(start, centred, dtype):
+    """(X, mu, path, IFOs, steps) of a target the principal directions ``start`` meet (at
+    most k entries above the threshold): their refit on that support, mu = 0, an empty path
+    (no run), no step."""
+    x = refit_on_support(start, np.asarray(centred), NONZERO_THRESHOLD)[0]
+    empty = jax.device_put(np.zeros(0, dtype))
+    path = SparsePCAPath(empty, jax.device_put(np.zeros(0, np.int32)), empty, empty)
+    return jax.device_put(x), jax.device_put(dtype.type(0)), path, 0.0, 0
 
 
 def _refit_target(x, mu, denser, centred, target):
