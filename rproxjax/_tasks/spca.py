@@ -69,6 +69,9 @@ MINIBATCHES = 450
 minibatch) per run, at least 2 passes (one whole R-ProxSPB block): its runs choose a zero
 pattern that the refit then optimizes, for which a number of steps suffices, not of
 passes."""
+ETA_RETRIES = 3
+"""Where eta is the default, a run (or a path's round) that fails is run again with eta / 4,
+at most 3 times (:class:`_Eta`)."""
 SPIDER_SLACK = 12.0
 """R-ProxSPB's default eta is min(1, 12 lambda_max / tr C) (:func:`default_eta`)."""
 CUT_SLACK = 0.25
@@ -377,6 +380,22 @@ def default_eta(method: str, lam_max: float, variance: float) -> float:
     return float(min(1.0, SPIDER_SLACK * lam_max / variance))
 
 
+class _Eta:
+    """The step eta of a call: where it is the default (``retries`` > 0), a failed run or
+    round takes it down 4 times, at most ``retries`` times; ``value`` is the one the call
+    ended with (``settings["eta"]``)."""
+
+    def __init__(self, value: float, retries: int):
+        self.value, self.retries = float(value), retries
+
+    def smaller(self, consts: tuple) -> tuple | None:
+        """``consts`` with eta / 4 in front, or None where no retry is left."""
+        if self.retries <= 0:
+            return None
+        self.value, self.retries = self.value / 4.0, self.retries - 1
+        return (np.asarray(self.value, np.asarray(consts[0]).dtype), *consts[1:])
+
+
 def _optimizer(method, mu, eta, gamma, q, ssn):
     reg = l1(mu)
     if method == "r_prox_spb":
@@ -553,8 +572,10 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
         have no variance (all rows equal), or overflow or underflow their dtype; both
         ``mu`` and ``nonzeros`` given; or a failed run: one that halted (a non-finite
         step), ended with a larger objective than at its start (steps too large), or never
-        left its start because every subproblem collapsed (mu too large). A path skips its
-        failed runs and raises only if all failed.
+        left its start because every subproblem collapsed (mu too large). Where eta is
+        the default (not ManPG), a run, or a path's round, that halted or rose is first
+        run again with eta / 4, up to 3 times (``settings["eta"]`` is the step used). A
+        path skips its failed runs and raises only if all failed.
 
     Example:
         >>> import numpy as np, rproxjax
@@ -582,8 +603,10 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
     lam_max, mu_max = _checked_scales(prep, bool(center))
     gamma = 1.0 / (2.0 * lam_max) if gamma is None else _positive_float("gamma", gamma)
     variance = float(prep["variance"])
-    eta = (default_eta(method, lam_max, variance) if eta is None
-           else _positive_float("eta", eta))
+    step = _Eta(default_eta(method, lam_max, variance), ETA_RETRIES if method != "manpg" else 0)
+    if eta is not None:
+        step = _Eta(_positive_float("eta", eta), 0)
+    eta = step.value
     if ssn is None:
         ssn = SSN() if method == "manpg" else SSN.stochastic()
     kw, steps = _plan(method, n, passes, b, q)
@@ -599,7 +622,7 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
         mu = 0.1 * mu_max if mu is None else mu
         x, mu_out, history, ifo = _single_run(_program_entry(
             method, kw, q, ssn, False, progress, consts), method, consts, mu, n, variance, r,
-            np_dtype, progress, bool(refit))
+            np_dtype, progress, bool(refit), step)
         path = None
         settings["support"] = "run"
     else:
@@ -617,7 +640,8 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
             x, mu_out, path, ifo, settings["support"] = _target(
                 path_program, consts, target, mu_max,
                 variance, r, np_dtype, progress, bool(refit), start,
-                _screen(prep["gradient"], target))
+                _screen(prep["gradient"], target), step)
+    settings["eta"] = step.value
     (explained, adjusted, per_comp, nnz_cols), scores = _finish(x, centred)
     return SparsePCAResult(
         loadings=x, mean=prep["mean"], scores=scores, explained_variance=explained,
@@ -627,7 +651,8 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
         settings=settings)
 
 
-def _single_run(program, method, consts, mu, n, variance, r, np_dtype, progress, refit):
+def _single_run(program, method, consts, mu, n, variance, r, np_dtype, progress, refit,
+                step=None):
     """(X, mu, history, IFOs) of one run at ``mu`` by the cached ``program`` (its bar fed
     through its hub; a compile notice on its first call), refitted on its support when
     ``refit``."""
@@ -635,7 +660,7 @@ def _single_run(program, method, consts, mu, n, variance, r, np_dtype, progress,
         compile_notice(progress, f"the {method} run")
     with program.hub.watch(n, progress) as relay:
         x, mu_out, history, ifo = _single(program.run, consts + ((relay,) if progress else ()),
-                                          mu, variance, r, np_dtype)
+                                          mu, variance, r, np_dtype, step)
     if refit:
         x = jax.device_put(refit_on_support(np.asarray(x), np.asarray(consts[3]),
                                          NONZERO_THRESHOLD)[0])
@@ -728,12 +753,18 @@ def _no_variance(prep, center: bool) -> bool:
     return not np.any(rows != rows[:1]) if center else not np.any(rows)
 
 
-def _single(program, consts, mu, variance, r, dtype):
-    """(X, mu as given, the run's FitResult, IFOs) of one run at ``mu``; a failed run is
-    an error."""
+def _single(program, consts, mu, variance, r, dtype, step=None):
+    """(X, mu as given, the run's FitResult, IFOs) of one run at ``mu``; a failed run is run
+    again with a smaller eta where ``step`` (an :class:`_Eta`) allows, else an error."""
     mu_vec = _mu_vector(mu, r, dtype)
-    res, _ = program(mu_vec, *consts)
-    _raise_if_stuck(res.history.ssn_status, mu)
+    while True:
+        res, _ = program(mu_vec, *consts)
+        _raise_if_stuck(res.history.ssn_status, mu)
+        if not np.any(_failed(res.history.halted, res.epoch_loss, variance)) or step is None:
+            break
+        consts = step.smaller(consts)
+        if consts is None:
+            break
     _raise_if_failed(res.history.halted, res.epoch_loss, variance)
     mu_out = jax.device_put(mu_vec if np.ndim(mu) else mu_vec[0])
     return res.params, mu_out, res, float(np.asarray(res.epoch_ifo)[-1])
@@ -771,7 +802,7 @@ def _finish(x, centred):
 
 
 def _path(program, consts, target, mu_max, variance, r, dtype, stages, cut=False,
-          screen=None):
+          screen=None, step=None):
     """(X, mu, path, IFOs, denser) of the run whose nonzeros are nearest ``target``, and the
     other denser runs (see :func:`_best`).
 
@@ -784,20 +815,27 @@ def _path(program, consts, target, mu_max, variance, r, dtype, stages, cut=False
     compiles once); the bookkeeping is NumPy. With ``cut`` (the refit follows), a run with
     between k and (1 + ``CUT_SLACK``) k nonzeros also ends the refinements, and the run
     returned is the one nearest k with at most k nonzeros (where there is one): every
-    denser run is cut to k instead."""
+    denser run is cut to k instead. A round where a run failed is run again with a
+    smaller eta where ``step`` (an :class:`_Eta`) allows; the later rounds keep it."""
     runs = []  # (mus, params, metrics, counts, failed, IFOs), NumPy
 
     lanes = len(PATH_FRACTIONS)  # every round one program: a shorter round is padded
 
     def run(mus):
+        nonlocal consts
         k = len(mus)
         padded = np.concatenate([mus, np.repeat(mus[-1:], max(0, lanes - k))])
-        res, m = program(np.repeat(padded[:, None], r, 1).astype(dtype), *consts)
+        while True:
+            res, m = program(np.repeat(padded[:, None], r, 1).astype(dtype), *consts)
+            failed = _failed(np.asarray(res.history.halted)[:k], np.asarray(res.epoch_loss)[:k],
+                             variance)
+            smaller = step.smaller(consts) if step is not None and failed.any() else None
+            if smaller is None:
+                break
+            consts = smaller
         m = [np.asarray(a)[:k] for a in m]
         runs.append((mus, np.asarray(res.params)[:k], m, m[3].sum(axis=1),
-                     _failed(np.asarray(res.history.halted)[:k],
-                             np.asarray(res.epoch_loss)[:k], variance)
-                     | _stuck(np.asarray(res.history.ssn_status)[:k]),
+                     failed | _stuck(np.asarray(res.history.ssn_status)[:k]),
                      np.asarray(res.epoch_ifo)[:k, -1]))
         near = runs[-1][3][_pick(runs[-1][3], target)]
         stages.update(f"{len(mus)} values of mu in [{mus.min():.3g}, {mus.max():.3g}], "
@@ -880,14 +918,14 @@ def _best(runs, target, variance, dtype, cut=False):
 
 
 def _target(program, consts, target, mu_max, variance, r, dtype, progress, refit, start,
-            screen=None):
+            screen=None, step=None):
     """(X, mu, path, IFOs, support) of a ``nonzeros=`` target: the path (:func:`_path`,
     first round around the ``screen``'s estimate), then with ``refit`` the best of its
     patterns (:func:`_refit_target`; ``start``, the principal directions, is a candidate
     at mu = 0 unless None)."""
     x, mu, path, ifo, denser = _path(program, consts, target, mu_max, variance, r, dtype,
                                      Stages(1 + REFINE_ROUNDS, progress, "path round"),
-                                     cut=refit, screen=screen)
+                                     cut=refit, screen=screen, step=step)
     if not refit:
         return x, mu, path, ifo, "run"
     if start is not None:
