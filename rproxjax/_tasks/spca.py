@@ -137,9 +137,11 @@ class SparsePCAResult(NamedTuple):
         per-step history), or None when the result came from a path.
       path: the :class:`SparsePCAPath` of a ``nonzeros=`` target, else None.
       settings: the run's settings as a dict (step sizes, batch size, q, the data's scales;
-        ``"support"``: where the zero pattern came from, "run", or for a ``nonzeros=``
-        target refitted from another pattern, "fill" (the run's filled from a denser
-        run), "cut" (a denser run's) or "start" (the principal directions')).
+        ``"eta"`` is the step the call ended with: a default eta divided by 4 after each
+        failed run or round; ``"support"``: where the zero pattern came from, "run", or
+        for a ``nonzeros=`` target refitted from another pattern, "fill" (the run's
+        filled from a denser run), "cut" (a denser run's) or "start" (the principal
+        directions')).
     """
 
     loadings: Array
