@@ -622,9 +622,8 @@ def test_defaults_follow_the_data_scale():
     assert a.nonzeros == b.nonzeros
 
 
-def test_a_path_with_refinement_rounds_compiles_its_run_once():
-    """The refinement rounds (fewer values of mu than the grid) are padded to the grid's
-    lanes: one compiled path program serves every round."""
+def _compiled(fn):
+    """(fn(), the names of the programs XLA compiled while it ran)."""
     names = []
 
     def listen(event, duration, **kwargs):
@@ -633,9 +632,15 @@ def test_a_path_with_refinement_rounds_compiles_its_run_once():
 
     jax.monitoring.register_event_duration_secs_listener(listen)
     try:
-        res = rproxjax.sparse_pca(SMALL[:, :13], 2, nonzeros=5, passes=2)
+        return fn(), names
     finally:
         jax.monitoring.unregister_event_duration_listener(listen)
+
+
+def test_a_path_with_refinement_rounds_compiles_its_run_once():
+    """The refinement rounds (fewer values of mu than the grid) are padded to the grid's
+    lanes: one compiled path program serves every round."""
+    res, names = _compiled(lambda: rproxjax.sparse_pca(SMALL[:, :13], 2, nonzeros=5, passes=2))
     assert res.path.mu.shape[0] > len(spca_task.PATH_FRACTIONS)  # it refined
     assert names.count("jit(run)") == 1, names
 
@@ -833,17 +838,7 @@ def test_a_target_the_principal_directions_meet_runs_no_path():
     compiled or run. Without the refit the path runs as before."""
     data = np.asarray(load_mnist(n=1000), np.float64)
     r, k = 5, 784 * 5 - 1
-    names = []
-
-    def listen(event, duration, **kwargs):
-        if event == "/jax/core/compile/backend_compile_duration":
-            names.append(kwargs.get("fun_name"))
-
-    jax.monitoring.register_event_duration_secs_listener(listen)
-    try:
-        res = rproxjax.sparse_pca(data, r, nonzeros=k)
-    finally:
-        jax.monitoring.unregister_event_duration_listener(listen)
+    res, names = _compiled(lambda: rproxjax.sparse_pca(data, r, nonzeros=k))
     assert "jit(run)" not in names
     assert res.settings["support"] == "start" and res.nonzeros <= k
     assert res.path.mu.shape == (0,) and "no values of mu" in repr(res.path)

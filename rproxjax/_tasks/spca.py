@@ -605,9 +605,7 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
     lam_max, mu_max = _checked_scales(prep, bool(center))
     gamma = 1.0 / (2.0 * lam_max) if gamma is None else _positive_float("gamma", gamma)
     variance = float(prep["variance"])
-    step = _Eta(default_eta(method, lam_max, variance), ETA_RETRIES if method != "manpg" else 0)
-    if eta is not None:
-        step = _Eta(_positive_float("eta", eta), 0)
+    step = _call_eta(method, eta, lam_max, variance)
     eta = step.value
     if ssn is None:
         ssn = SSN() if method == "manpg" else SSN.stochastic()
@@ -633,16 +631,13 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
         history = None
         if refit and start is not None and _count(start) <= target:
             # The principal directions keep at most k entries: no pattern explains more.
-            x, mu_out, path, ifo, steps = _start_only(start, centred, np_dtype)
-            settings["support"] = "start"
+            x, mu_out, path, ifo = _start_only(start, centred, np_dtype)
+            steps, settings["support"] = 0, "start"
         else:
-            path_program = _program(method, kw, q, ssn, True, False, consts)
-            if progress and path_program._cache_size() == 0:
-                compile_notice(progress, f"the {method} path")
+            program = _path_program(method, kw, q, ssn, consts, progress)
             x, mu_out, path, ifo, settings["support"] = _target(
-                path_program, consts, target, mu_max,
-                variance, r, np_dtype, progress, bool(refit), start,
-                _screen(prep["gradient"], target), step)
+                program, consts, target, mu_max, variance, r, np_dtype, progress, bool(refit),
+                start, _screen(prep["gradient"], target), step)
     settings["eta"] = step.value
     (explained, adjusted, per_comp, nnz_cols), scores = _finish(x, centred)
     return SparsePCAResult(
@@ -651,6 +646,23 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
         nonzeros=int(np.sum(np.asarray(nnz_cols))), nonzeros_per_component=nnz_cols,
         mu=mu_out, method=method, num_steps=steps, passes=ifo / n, history=history, path=path,
         settings=settings)
+
+
+def _call_eta(method, eta, lam_max, variance) -> _Eta:
+    """The call's step: a given ``eta`` (checked, never changed), else the default
+    (:func:`default_eta`) with ``ETA_RETRIES`` retries (none for ManPG, which has no eta)."""
+    if eta is not None:
+        return _Eta(_positive_float("eta", eta), 0)
+    return _Eta(default_eta(method, lam_max, variance), 0 if method == "manpg" else ETA_RETRIES)
+
+
+def _path_program(method, kw, q, ssn, consts, progress):
+    """The cached path program (:func:`_program` with lanes), with a compile notice before
+    its first call where ``progress``."""
+    program = _program(method, kw, q, ssn, True, False, consts)
+    if progress and program._cache_size() == 0:
+        compile_notice(progress, f"the {method} path")
+    return program
 
 
 def _single_run(program, method, consts, mu, n, variance, r, np_dtype, progress, refit,
@@ -937,13 +949,13 @@ def _target(program, consts, target, mu_max, variance, r, dtype, progress, refit
 
 
 def _start_only(start, centred, dtype):
-    """(X, mu, path, IFOs, steps) of a target the principal directions ``start`` meet (at
-    most k entries above the threshold): their refit on that support, mu = 0, an empty path
-    (no run), no step."""
+    """(X, mu, path, IFOs) of a target the principal directions ``start`` meet (at most k
+    entries above the threshold): their refit on that support, mu = 0, an empty path (no
+    run), no IFO."""
     x = refit_on_support(start, np.asarray(centred), NONZERO_THRESHOLD)[0]
     empty = jax.device_put(np.zeros(0, dtype))
     path = SparsePCAPath(empty, jax.device_put(np.zeros(0, np.int32)), empty, empty)
-    return jax.device_put(x), jax.device_put(dtype.type(0)), path, 0.0, 0
+    return jax.device_put(x), jax.device_put(dtype.type(0)), path, 0.0
 
 
 def _refit_target(x, mu, denser, centred, target):
