@@ -28,9 +28,12 @@ The outlier weight mu, unless given, follows the residuals: Huber's threshold 1.
 with sigma the residuals' MAD scale (1.4826 median |M - U V| over Omega), re-estimated after
 every chunk of steps and never raised (a continuation from the start's residuals down to the
 noise level, or to the floor ``max(100 lam, sqrt(eps)) a`` on exactly low-rank data, a the
-median observed |M_ij|). The host runs compiled chunks of :data:`CHUNK` steps between its
-checks: the decrease of F at a fixed mu (else the chunk is undone and t halved), the
-relative change of U V on Omega in the chunk's last step, and the change of mu.
+median observed |M_ij|). Where more than half of the observed entries tie at their median
+(zero pixels, zero counts, rows of zeros), the start's screen and sigma are read off the
+entries off the median (:func:`scale_entries`). The host runs compiled chunks of
+:data:`CHUNK` steps between its checks: the decrease of F at a fixed mu (else the chunk is
+undone and t halved), the relative change of U V on Omega in the chunk's last step, and the
+change of mu.
 """
 
 from __future__ import annotations
@@ -55,6 +58,10 @@ CHUNK = 10
 #: at the normal; Hampel's MAD consistency factor).
 HUBER = 1.345 * 1.4826
 
+#: Where the MAD of the observed entries is at most this fraction of their mean absolute
+#: deviation, more than half of them tie at the median (:func:`scale_entries`).
+TIES = 1e-3
+
 #: The most mu falls in one chunk (a factor).
 DECAY = 0.5
 
@@ -74,11 +81,33 @@ MAX_CUTS = 10
 
 class Observed(NamedTuple):
     """The data as dense m x n arrays: ``w`` (1 on Omega, 0 elsewhere), ``m0`` (M on Omega,
-    0 elsewhere), and lam."""
+    0 elsewhere), lam, and ``scaled``: the entries the scales are read from (a boolean mask,
+    :func:`scale_entries`), or None for all of Omega."""
 
     w: Array
     m0: Array
     lam: Array
+    scaled: Array | None = None
+
+
+def scale_entries(m0: np.ndarray, obs: np.ndarray) -> np.ndarray | None:
+    """The entries the start's screen and the residuals' scale are read from (host NumPy):
+    None (all of Omega), unless more than half of the observed entries tie at their median
+    (their MAD at most :data:`TIES` times their mean absolute deviation: zero pixels, zero
+    counts, rows of zeros); then Omega's entries off the median, as an m x n boolean mask.
+    On such data the MAD of M, and of the residuals of any U V that is zero there, is 0,
+    which would read every other entry as an outlier."""
+    values = np.asarray(m0, np.float64)[obs]
+    if values.size == 0:
+        return None
+    dev = np.abs(values - np.median(values))
+    level = TIES * float(np.mean(dev))
+    off = dev > level
+    if np.median(dev) > level or not np.any(off):
+        return None
+    mask = np.zeros(obs.shape, bool)
+    mask[obs] = off
+    return mask
 
 
 class Chunk(NamedTuple):
@@ -163,7 +192,7 @@ def _checked(u: Array, s: Array, d: Observed, count: int, change: Array) -> Chun
     fit = (0.5 * jnp.sum((d.w * (pred - d.m0 + s)) ** 2)
            + 0.5 * d.lam * jnp.sum(((1 - d.w) * pred) ** 2))
     l1 = jnp.sum(jnp.abs(s))
-    scale = _median_observed(jnp.abs(d.m0 - pred), d.w, count)
+    scale = _median_observed(jnp.abs(d.m0 - pred), d.w, count, d.scaled)
     finite = jnp.isfinite(fit) & jnp.isfinite(l1) & jnp.all(jnp.isfinite(u))
     return Chunk(u, s, fit, l1, scale, change, finite)
 
@@ -206,11 +235,16 @@ def run_chunk(u: Array, s: Array, mu: Array, t: Array, d: Observed, *, steps: in
     return _checked(u, s, d, count, change)
 
 
-def _median_observed(x: Array, w: Array, count: int) -> Array:
-    """The median of x over the ``count`` entries where w > 0."""
-    flat = jnp.where(w > 0, x, jnp.inf).reshape(-1)
+def _median_observed(x: Array, w: Array, count: int, among: Array | None = None) -> Array:
+    """The median of x over the ``count`` entries where w > 0, or over those of them in the
+    boolean mask ``among`` (0 if there are none)."""
+    flat = jnp.where(w > 0 if among is None else among, x, jnp.inf).reshape(-1)
     low = -jax.lax.top_k(-flat, count // 2 + 1)[0]  # Omega's smallest half, in order
-    return low[-1] if count % 2 else 0.5 * (low[-1] + low[-2])
+    if among is None:
+        return low[-1] if count % 2 else 0.5 * (low[-1] + low[-2])
+    k = jnp.sum(among)
+    middle = 0.5 * (low[jnp.maximum(k - 1, 0) // 2] + low[k // 2])
+    return jnp.where(k > 0, middle, jnp.zeros_like(middle))
 
 
 @functools.partial(_compile.jit, options=_compile.TASK_COMPILER_OPTIONS,
@@ -225,7 +259,7 @@ def start(d: Observed, key: Array, *, rank: int, count: int) -> Chunk:
     and Tropp 2011: oversampling 10, 4 power steps)."""
     m, n = d.m0.shape
     centre = _median_observed(d.m0, d.w, count)
-    spread = _median_observed(jnp.abs(d.m0 - centre), d.w, count)
+    spread = _median_observed(jnp.abs(d.m0 - centre), d.w, count, d.scaled)
     far = (d.w > 0) & (jnp.abs(d.m0 - centre) > 3 * 1.4826 * spread)
     kept = jnp.where(far, 0, d.m0)
     width = min(n, rank + 10)
