@@ -97,7 +97,7 @@ def scale_entries(m0: np.ndarray, obs: np.ndarray) -> np.ndarray | None:
     counts, rows of zeros); then Omega's entries off the median, as an m x n boolean mask.
     On such data the MAD of M, and of the residuals of any U V that is zero there, is 0,
     which would read every other entry as an outlier."""
-    values = np.asarray(m0, np.float64)[obs]
+    values = np.asarray(m0)[obs].astype(np.float64)
     if values.size == 0:
         return None
     dev = np.abs(values - np.median(values))
