@@ -85,13 +85,17 @@ def leading_eigenvector(k: np.ndarray, q: np.ndarray | None, start: np.ndarray,
     def project(v):
         return v if q is None else v - q @ (q.T @ v)
 
+    def unit(v):  # in range(P) to rounding: projected twice (Kahan's "twice is enough")
+        v = project(project(v))
+        return v / np.linalg.norm(v)
+
     size = k.shape[0]
     if size <= DENSE_SIZE:
         if q is not None:
             p = np.eye(size, dtype=k.dtype) - q @ q.T
             k = p @ k @ p
         w, v = np.linalg.eigh(k)
-        return project(v[:, -1]), float(w[-1])
+        return unit(v[:, -1]), float(w[-1])
     eps = np.finfo(k.dtype).eps
     v = project(np.asarray(start, k.dtype))
     if not np.linalg.norm(v) > np.sqrt(eps):
@@ -122,7 +126,7 @@ def leading_eigenvector(k: np.ndarray, q: np.ndarray | None, start: np.ndarray,
         residual = np.linalg.norm(wm @ y - theta * (vm @ y))
         if residual <= 1e-2 * np.sqrt(eps) * abs(theta):
             break
-    return v, theta
+    return unit(v), theta
 
 
 def refit_on_support(x: np.ndarray, centred: np.ndarray, threshold: float,

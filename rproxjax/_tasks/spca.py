@@ -61,14 +61,20 @@ REFINE_ROUNDS = 3
 """Refinements at most."""
 NONZERO_RTOL = 0.02
 """A path stops refining once a count is within 2% of the target."""
+MISS_RTOL = 0.1
+"""Without the refit, a ``nonzeros=`` result whose count misses the target by more than 10%
+warns (a RuntimeWarning): no run of the path came nearer."""
 PASSES = 10.0
-"""The default budget in passes over the data (a ``nonzeros=`` path's runs: where the data
-are small, n up to about 2,000 rows at the default minibatch)."""
+"""The default budget in passes over the data, on more than about 2,000 rows at the default
+minibatch (:func:`default_passes`)."""
 MINIBATCHES = 450
-"""A ``nonzeros=`` path's default budget on larger data: 450 minibatches' IFOs (450 b, b the
-minibatch) per run, at least 2 passes (one whole R-ProxSPB block): its runs choose a zero
-pattern that the refit then optimizes, for which a number of steps suffices, not of
-passes."""
+"""The least default budget of a run: 450 minibatches' IFOs (450 b, b the minibatch), at most
+``MAX_PASSES`` passes; and a ``nonzeros=`` path's runs' budget on larger data, at least 2
+passes (one whole R-ProxSPB block): its runs choose a zero pattern that the refit then
+optimizes, for which a number of steps suffices, not of passes."""
+MAX_PASSES = 100.0
+"""The most passes :data:`MINIBATCHES` raises a default budget to (small n, or a minibatch of
+most of the data)."""
 ETA_RETRIES = 3
 """Where eta is the default, a run (or a path's round) that fails is run again with eta / 4,
 at most 3 times (:class:`_Eta`)."""
@@ -355,13 +361,16 @@ def _plan(method, n, passes, batch_size, q):
 
 
 def default_passes(method: str, n: int, b: int, path: bool = False) -> float:
-    """The default budget in passes of a run on ``n`` rows at minibatch ``b``: ``PASSES``
-    (10); for a ``path``'s runs, where 10 passes are more than ``MINIBATCHES`` (450)
-    minibatches, 450 b / n passes, at least 2 (about 450 R-ProxSGD steps, or 110 of
-    R-ProxSPB at its default q, on any n); ManPG's ``PASSES`` full-gradient steps."""
-    if method == "manpg" or not path:
+    """The default budget in passes of a run on ``n`` rows at minibatch ``b``: ``MINIBATCHES``
+    (450) minibatches' IFOs, 450 b / n passes (about 450 R-ProxSGD steps, or 110 of
+    R-ProxSPB at its default q, on any n), at most ``MAX_PASSES`` (100); a single run at
+    least ``PASSES`` (10), a ``path``'s runs at least 2. ManPG: ``PASSES`` full-gradient
+    steps. (At the default minibatch sqrt(n), 450 b / n exceeds 10 below about 2,000 rows:
+    10 passes there were 35 R-ProxSPB steps at n = 200, too few to converge.)"""
+    if method == "manpg":
         return PASSES
-    return float(min(PASSES, max(2.0, MINIBATCHES * b / n)))
+    steps = min(MAX_PASSES, MINIBATCHES * b / n)
+    return float(max(2.0, steps) if path else max(PASSES, steps))
 
 
 def default_eta(method: str, lam_max: float, variance: float) -> float:
@@ -493,11 +502,12 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
       steps on two minibatch gradients each costs two passes); R-ProxSGD and R-Subgrad
       use b = sqrt(n);
     * the budget is ``passes`` passes of stochastic gradients (IFOs / n, refreshes
-      included); ManPG takes ``passes`` full-gradient steps. By default 10 passes; a
-      ``nonzeros=`` path's runs, which choose a zero pattern that the refit then
-      optimizes, take 450 minibatches' worth (450 b / n passes) where that is less, at
-      least 2: a constant number of steps (about 110 of R-ProxSPB, 450 of R-ProxSGD), so
-      10 passes up to about 2,000 rows, 4.5 at 10,000, 2 from about 50,000;
+      included); ManPG takes ``passes`` full-gradient steps. By default 450 minibatches'
+      worth (450 b / n passes: a constant number of steps, about 110 of R-ProxSPB, 450 of
+      R-ProxSGD; at most 100 passes), at least 10 passes for a single run and at least 2
+      for a ``nonzeros=`` path's runs, which choose a zero pattern that the refit then
+      optimizes: a path's runs take 10 passes at about 2,000 rows, 4.5 at 10,000, 2 from
+      about 50,000, and 31.5 at 200;
     * mu is a value on the data's own scale: mu_max = 2 max |C_ki| over the features k
       outside and i inside the r of largest variance, the mu at which one feature per
       component is already stationary. ``mu`` given as a number is used as it is.
@@ -531,7 +541,8 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
     then the l1 weight of the run whose pattern won (0 for the principal directions),
     and ``settings["support"]`` says which: "run", "fill", "cut" or "start". The whole path (every
     mu tried, sorted) is returned. (Where no run of the path has at most k nonzeros,
-    the nearest one is the run candidate, and the result may have more than k.) Where
+    the nearest one is cut to k as well: with the refit, the result never has more than
+    k. Without it, a count more than 10% off k warns.) Where
     the principal directions themselves have at most k nonzeros (k near d r, on data
     with features of no variance), no pattern of k entries explains more: with the
     refit and without ``x0``, the result is their refit, with no path run (an empty
@@ -546,8 +557,8 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
         Default (neither ``mu`` nor ``nonzeros``): 0.1 mu_max.
       nonzeros: a target total count of nonzeros (r <= k <= d r), instead of ``mu``.
       method: "r_prox_spb" (R-ProxSPB, default), "r_prox_sgd", "r_subgrad" or "manpg".
-      passes: the budget in passes over the data (default None: 10; a ``nonzeros=``
-        path's runs 450 b / n where that is less, at least 2; above).
+      passes: the budget in passes over the data (default None: 450 b / n, at most 100,
+        at least 10, or 2 for a ``nonzeros=`` path's runs; above).
       center: subtract the mean of the rows first.
       batch_size, q: minibatch size and refresh period (defaults above).
       eta, gamma: step sizes (defaults above; gamma in units of the data, 1/L).
@@ -941,6 +952,11 @@ def _target(program, consts, target, mu_max, variance, r, dtype, progress, refit
                                      Stages(1 + REFINE_ROUNDS, progress, "path round"),
                                      cut=refit, screen=screen, step=step)
     if not refit:
+        count = _count(x)
+        if abs(count - target) > MISS_RTOL * target:
+            warnings.warn(f"nonzeros={target}: the path's nearest run has {count} nonzeros; "
+                          "refit=True cuts a denser run to the target, or pass a larger "
+                          "passes=", RuntimeWarning, stacklevel=4)
         return x, mu, path, ifo, "run"
     if start is not None:
         denser.append((dtype.type(0), start))
@@ -964,7 +980,8 @@ def _refit_target(x, mu, denser, centred, target):
     ``denser`` (mu, X) points cut to ``target`` entries (:func:`refit_best`); support "run",
     "fill", "cut" or "start" (mu = 0, the principal directions)."""
     x = np.asarray(x)
-    candidates = [(mu, x, "run")]
+    over = _count(x) > target  # no run of the path had at most k: cut the nearest too
+    candidates = [(mu, _cut(x, target), "cut") if over else (mu, x, "run")]
     if denser:
         filled = _fill(x, min((p for _, p in denser), key=_count), target)
         if filled is not None:
