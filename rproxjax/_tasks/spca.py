@@ -365,12 +365,12 @@ def default_passes(method: str, n: int, b: int, path: bool = False) -> float:
     (450) minibatches' IFOs, 450 b / n passes (about 450 R-ProxSGD steps, or 110 of
     R-ProxSPB at its default q, on any n), at most ``MAX_PASSES`` (100); a single run at
     least ``PASSES`` (10), a ``path``'s runs at least 2. ManPG: ``PASSES`` full-gradient
-    steps. (At the default minibatch sqrt(n), 450 b / n exceeds 10 below about 2,000 rows:
-    10 passes there were 35 R-ProxSPB steps at n = 200, too few to converge.)"""
+    steps. (At the default minibatch sqrt(n), 450 b / n exceeds 10 below about 2,000 rows,
+    where 10 passes are too few steps for a run to converge: 35 of R-ProxSPB at n = 200.)"""
     if method == "manpg":
         return PASSES
-    steps = min(MAX_PASSES, MINIBATCHES * b / n)
-    return float(max(2.0, steps) if path else max(PASSES, steps))
+    floor = min(MAX_PASSES, MINIBATCHES * b / n)
+    return float(max(2.0, floor) if path else max(PASSES, floor))
 
 
 def default_eta(method: str, lam_max: float, variance: float) -> float:
@@ -589,6 +589,10 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
         the default (not ManPG), a run, or a path's round, that halted or rose is first
         run again with eta / 4, up to 3 times (``settings["eta"]`` is the step used). A
         path skips its failed runs and raises only if all failed.
+
+    Warns:
+      RuntimeWarning: ``nonzeros=k`` with ``refit=False``, where the nearest run of the
+        path has a count more than 10% off k.
 
     Example:
         >>> import numpy as np, rproxjax
