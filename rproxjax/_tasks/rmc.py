@@ -390,9 +390,10 @@ def robust_matrix_completion(M: ArrayLike, mask: ArrayLike, rank: int, *,
     Huber's threshold 1.345 sigma, sigma = 1.4826 median |M - U V| over Omega (the MAD
     scale), re-estimated after each chunk, never raised and falling at most by half a chunk,
     down to the noise level (or to ``max(100 lam, sqrt(eps))`` times the median observed
-    |M_ij| on exactly low-rank data). Where more than half of the observed entries tie at
-    their median (zero pixels, zero counts, rows of zeros), the start's z-scores and sigma
-    are read off the other observed entries: every MAD there is 0. Scaling M by c scales L,
+    |M_ij| on exactly low-rank data). Where one value holds at least a quarter of the
+    observed entries (zero pixels, zero counts, rows of zeros), the start's z-scores and
+    sigma are read off the other observed entries: such a point mass pulls every MAD
+    towards 0. Scaling M by c scales L,
     S and mu by c and changes nothing else.
 
     The paper's methods (``method="r_prox_spb"``, ``"r_prox_sgd"``, ``"r_subgrad"``) run a

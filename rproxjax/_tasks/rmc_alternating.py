@@ -28,9 +28,9 @@ The outlier weight mu, unless given, follows the residuals: Huber's threshold 1.
 with sigma the residuals' MAD scale (1.4826 median |M - U V| over Omega), re-estimated after
 every chunk of steps and never raised (a continuation from the start's residuals down to the
 noise level, or to the floor ``max(100 lam, sqrt(eps)) a`` on exactly low-rank data, a the
-median observed |M_ij|). Where more than half of the observed entries tie at their median
+median observed |M_ij|). Where one value holds at least a quarter of the observed entries
 (zero pixels, zero counts, rows of zeros), the start's screen and sigma are read off the
-entries off the median (:func:`scale_entries`). The host runs compiled chunks of
+other entries (:func:`scale_entries`). The host runs compiled chunks of
 :data:`CHUNK` steps between its checks: the decrease of F at a fixed mu (else the chunk is
 undone and t halved), the relative change of U V on Omega in the chunk's last step, and the
 change of mu.
@@ -58,9 +58,9 @@ CHUNK = 10
 #: at the normal; Hampel's MAD consistency factor).
 HUBER = 1.345 * 1.4826
 
-#: Where the MAD of the observed entries is at most this fraction of their mean absolute
-#: deviation, more than half of them tie at the median (:func:`scale_entries`).
-TIES = 1e-3
+#: Where one value holds at least this fraction of the observed entries, the scales are
+#: read off the others (:func:`scale_entries`).
+MASS = 0.25
 
 #: The most mu falls in one chunk (a factor).
 DECAY = 0.5
@@ -92,21 +92,20 @@ class Observed(NamedTuple):
 
 def scale_entries(m0: np.ndarray, obs: np.ndarray) -> np.ndarray | None:
     """The entries the start's screen and the residuals' scale are read from (host NumPy):
-    None (all of Omega), unless more than half of the observed entries tie at their median
-    (their MAD at most :data:`TIES` times their mean absolute deviation: zero pixels, zero
-    counts, rows of zeros); then Omega's entries off the median, as an m x n boolean mask.
-    On such data the MAD of M, and of the residuals of any U V that is zero there, is 0,
-    which would read every other entry as an outlier."""
-    values = np.asarray(m0)[obs].astype(np.float64)
+    None (all of Omega), unless one value holds at least :data:`MASS` of the observed
+    entries (a point mass: zero pixels, zero counts, rows of zeros); then Omega's other
+    entries, as an m x n boolean mask. A point mass pulls the MAD of M, and of the
+    residuals of any U V that fits it, towards 0 (to 0 where it holds more than half),
+    which reads the other entries as outliers."""
+    values = np.asarray(m0)[obs]
     if values.size == 0:
         return None
-    dev = np.abs(values - np.median(values))
-    level = TIES * float(np.mean(dev))
-    off = dev > level
-    if np.median(dev) > level or not np.any(off):
+    unique, counts = np.unique(values, return_counts=True)
+    top = int(np.argmax(counts))
+    if counts[top] < MASS * values.size or counts[top] == values.size:
         return None
     mask = np.zeros(obs.shape, bool)
-    mask[obs] = off
+    mask[obs] = values != unique[top]
     return mask
 
 
