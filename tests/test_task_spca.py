@@ -1087,9 +1087,10 @@ def test_a_target_no_run_reaches_is_cut_to_it_or_warns():
     res = rproxjax.sparse_pca(data, 3, nonzeros=30, passes=2)
     assert min(np.asarray(res.path.nonzeros)) > 30  # no run reached the target
     assert res.nonzeros <= 30 and res.settings["support"] == "cut"
-    with pytest.warns(RuntimeWarning, match=r"nonzeros=30: the path's nearest run has \d+"):
+    with pytest.warns(RuntimeWarning, match=r"nonzeros=30: the path's nearest run has \d+") as w:
         bare = rproxjax.sparse_pca(data, 3, nonzeros=30, passes=2, refit=False)
     assert bare.nonzeros > 33
+    assert [r.filename for r in w if "nearest run" in str(r.message)] == [__file__]  # the call
 
 
 def test_refit_columns_are_orthonormal_on_large_supports():

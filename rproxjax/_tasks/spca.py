@@ -199,7 +199,7 @@ class SparsePCAResult(NamedTuple):
           ValueError: for ``data`` that is not 2-D, has other than d columns, or has a
             floating dtype other than float32 and float64.
         """
-        data = _as_matrix("data", data, None, stacklevel=3)
+        data = _as_matrix("data", data, None, stacklevel=4)
         if data.shape[1] != self.loadings.shape[0]:
             raise ValueError(f"data must have d = {self.loadings.shape[0]} columns, got "
                              f"shape {data.shape}.")
@@ -960,7 +960,7 @@ def _target(program, consts, target, mu_max, variance, r, dtype, progress, refit
         if abs(count - target) > MISS_RTOL * target:
             warnings.warn(f"nonzeros={target}: the path's nearest run has {count} nonzeros; "
                           "refit=True cuts a denser run to the target, or pass a larger "
-                          "passes=", RuntimeWarning, stacklevel=4)
+                          "passes=", RuntimeWarning, stacklevel=3)
         return x, mu, path, ifo, "run"
     if start is not None:
         denser.append((dtype.type(0), start))
