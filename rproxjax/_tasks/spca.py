@@ -654,12 +654,18 @@ def sparse_pca(data: ArrayLike, n_components: int, *, mu: ArrayLike | None = Non
                 program, consts, target, mu_max, variance, r, np_dtype, progress, bool(refit),
                 start, _screen(prep["gradient"], target), step)
     settings["eta"] = step.value
-    (explained, adjusted, per_comp, nnz_cols), scores = _finish(x, centred)
+    return _result(x, prep, mu_out, method, steps, ifo / n, history, path, settings)
+
+
+def _result(x, prep, mu, method, steps, passes, history, path, settings) -> SparsePCAResult:
+    """The :class:`SparsePCAResult` of loadings ``x``: their metrics and scores on the
+    centred data of ``prep`` (one program, :func:`_finish`) and the call's values."""
+    (explained, adjusted, per_comp, nnz_cols), scores = _finish(x, prep["centred"])
     return SparsePCAResult(
         loadings=x, mean=prep["mean"], scores=scores, explained_variance=explained,
         adjusted_variance=adjusted, component_variance=per_comp,
         nonzeros=int(np.sum(np.asarray(nnz_cols))), nonzeros_per_component=nnz_cols,
-        mu=mu_out, method=method, num_steps=steps, passes=ifo / n, history=history, path=path,
+        mu=mu, method=method, num_steps=steps, passes=passes, history=history, path=path,
         settings=settings)
 
 
