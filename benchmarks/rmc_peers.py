@@ -109,9 +109,18 @@ def timed(fn):
 def run_planted(name, args):
     m, n, r, frac, size, seen, nonneg, zero_rows = FAMILIES[name]
     M, mask, low = planted(m, n, r, frac, size, seen, nonneg, zero_rows)
-    err = lambda est: float(np.linalg.norm(np.asarray(est) - low) / np.linalg.norm(low))  # noqa: E731
     row = {"family": name, "shape": f"{m} x {n}", "rank": r, "outliers": frac, "size": size,
            "observed": seen, "nonneg": nonneg}
+    return compare(row, M, mask, r, lambda est: relative_error(est, low), args)
+
+
+def relative_error(est, low):
+    return float(np.linalg.norm(np.asarray(est) - low) / np.linalg.norm(low))
+
+
+def compare(row, M, mask, r, err, args):
+    """``row`` with rproxjax's defaults (a first call, then a compiled one), altproj and
+    tensorly on (M, mask) at rank r: their errors by ``err`` and their times."""
     jax.clear_caches()
     res, row["rproxjax_first_s"] = timed(lambda: rproxjax.robust_matrix_completion(
         M, mask, r, throw=False))
@@ -125,7 +134,7 @@ def run_planted(name, args):
     if not args.no_tensorly:
         from tensorly.decomposition import robust_pca
         (d, _), row["tensorly_s"] = timed(lambda: robust_pca(
-            np.where(mask, M, 0.0), mask=obs_float(mask), reg_E=1 / np.sqrt(max(m, n)),
+            np.where(mask, M, 0.0), mask=mask.astype(float), reg_E=1 / np.sqrt(max(M.shape)),
             n_iter_max=500, verbose=False))
         row["tensorly"] = err(d)
     return row
@@ -139,30 +148,9 @@ def run_digits(args):
     noisy = images + (rng.random(images.shape) < 0.05) * rng.choice([-1.0, 1.0], images.shape)
     mask = rng.random(images.shape) < 0.7
     M = np.where(mask, noisy, 0.0)
-    err = lambda est: float(np.linalg.norm(np.asarray(est) - clean) / np.linalg.norm(clean))  # noqa: E731
     row = {"family": "digits", "shape": f"{M.shape[0]} x {M.shape[1]}", "rank": 10,
            "outliers": 0.05, "size": "1", "observed": 0.7, "nonneg": False}
-    jax.clear_caches()
-    res, row["rproxjax_first_s"] = timed(lambda: rproxjax.robust_matrix_completion(
-        M, mask, 10, throw=False))
-    res, row["rproxjax_s"] = timed(lambda: rproxjax.robust_matrix_completion(
-        M, mask, 10, throw=False))
-    row.update(rproxjax=err(res.low_rank), converged=bool(getattr(res, "converged", False)),
-               steps=getattr(res, "steps", "-"))
-    if not args.no_peers:
-        low_ap, row["altproj_s"] = timed(lambda: altproj(M, mask, 10))
-        row["altproj"] = err(low_ap)
-    if not args.no_tensorly:
-        from tensorly.decomposition import robust_pca
-        (d, _), row["tensorly_s"] = timed(lambda: robust_pca(
-            M, mask=obs_float(mask), reg_E=1 / np.sqrt(max(M.shape)), n_iter_max=500,
-            verbose=False))
-        row["tensorly"] = err(d)
-    return row
-
-
-def obs_float(mask):
-    return mask.astype(float)
+    return compare(row, M, mask, 10, lambda est: relative_error(est, clean), args)
 
 
 def run_video(args):
@@ -173,23 +161,7 @@ def run_video(args):
            "rank": cfg.rank, "outliers": cfg.outliers, "size": "0.5-1", "observed":
            cfg.observed, "nonneg": True}
     M = np.where(mask, observed, 0.0)
-    jax.clear_caches()
-    res, row["rproxjax_first_s"] = timed(lambda: rproxjax.robust_matrix_completion(
-        M, mask, cfg.rank, throw=False))
-    res, row["rproxjax_s"] = timed(lambda: rproxjax.robust_matrix_completion(
-        M, mask, cfg.rank, throw=False))
-    row.update(rproxjax=_rmc.relative_error(res.low_rank, median),
-               converged=bool(getattr(res, "converged", False)), steps=getattr(res, "steps", "-"))
-    if not args.no_peers:
-        low_ap, row["altproj_s"] = timed(lambda: altproj(M, mask, cfg.rank))
-        row["altproj"] = _rmc.relative_error(low_ap, median)
-    if not args.no_tensorly:
-        from tensorly.decomposition import robust_pca
-        (d, _), row["tensorly_s"] = timed(lambda: robust_pca(
-            M, mask=obs_float(mask), reg_E=1 / np.sqrt(max(M.shape)), n_iter_max=500,
-            verbose=False))
-        row["tensorly"] = _rmc.relative_error(d, median)
-    return row
+    return compare(row, M, mask, cfg.rank, lambda est: _rmc.relative_error(est, median), args)
 
 
 def fmt(x, digits=3):
